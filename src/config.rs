@@ -1,2 +1,122 @@
-//! DYNAFOLD_* settings: each read once, validated strictly; a bad value gets one warning line
-//! and the default.
+//! DYNAFOLD_* settings. Each is read where it is needed, validated strictly; a value that does
+//! not validate gets one warning line naming the variable and what was expected, and the
+//! default is used. Nothing read here is ever pasted into generated source.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cuda::CudaVersion;
+
+/// Default `env_logger` filter: warnings only, so a healthy server hears nothing from us.
+pub const DEFAULT_LOG: &str = "warn";
+pub const DEFAULT_NVCC_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Every variable dynafold reads, with its meaning: `dynafold run --help` and `doctor` list it.
+pub const VARIABLES: &[(&str, &str)] = &[
+    ("DYNAFOLD_DISABLE", "1 turns dynafold off in every process (default 0)"),
+    ("DYNAFOLD_LOG", "log filter in env_logger syntax, e.g. info or dynafold=debug (default warn)"),
+    ("DYNAFOLD_CUDA_VERSION", "MAJOR.MINOR: use this CUDA version instead of running nvcc"),
+    ("DYNAFOLD_NVCC_TIMEOUT", "seconds the nvcc probe may take, 1-600 (default 10)"),
+    ("DYNAFOLD_REPORT_DIR", "folder for per-process graph-break reports (JSON lines)"),
+    ("DYNAFOLD_CACHE_DIR", "folder for dynafold's own bytecode cache (default: none)"),
+];
+
+fn var(name: &str) -> Option<String> {
+    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+}
+
+/// The log filter, validated: `level` or `target=level` items separated by commas.
+pub fn log_filter() -> String {
+    match var("DYNAFOLD_LOG") {
+        None => DEFAULT_LOG.into(),
+        Some(v) if valid_log_filter(&v) => v,
+        Some(v) => {
+            // Logging is not up yet: this one goes straight to stderr.
+            eprintln!(
+                "dynafold[{}] WARN: DYNAFOLD_LOG={v:?} is not a log filter (e.g. info, dynafold=debug); using {DEFAULT_LOG}",
+                std::process::id()
+            );
+            DEFAULT_LOG.into()
+        }
+    }
+}
+
+fn valid_log_filter(v: &str) -> bool {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    let level = |s: &str| LEVELS.contains(&s.to_ascii_lowercase().as_str());
+    let target = |s: &str| {
+        !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+    };
+    !v.is_empty()
+        && v.split(',').all(|item| match item.split_once('=') {
+            Some((t, l)) => target(t) && level(l),
+            // A bare word must be a level: env_logger would take a typo like `inof` for a
+            // module name and silently log nothing.
+            None => level(item),
+        })
+}
+
+/// `DYNAFOLD_CUDA_VERSION`, when set and valid.
+pub fn cuda_override() -> Option<CudaVersion> {
+    let v = var("DYNAFOLD_CUDA_VERSION")?;
+    match CudaVersion::parse_override(&v) {
+        Ok(version) => Some(version),
+        Err(why) => {
+            log::warn!("DYNAFOLD_CUDA_VERSION={v:?} ignored: {why}");
+            None
+        }
+    }
+}
+
+/// `DYNAFOLD_NVCC_TIMEOUT`, whole seconds from 1 to 600.
+pub fn nvcc_timeout() -> Duration {
+    let Some(v) = var("DYNAFOLD_NVCC_TIMEOUT") else {
+        return DEFAULT_NVCC_TIMEOUT;
+    };
+    match v.parse::<u64>() {
+        Ok(s) if (1..=600).contains(&s) => Duration::from_secs(s),
+        _ => {
+            log::warn!(
+                "DYNAFOLD_NVCC_TIMEOUT={v:?} is not a whole number of seconds from 1 to 600; using {}",
+                DEFAULT_NVCC_TIMEOUT.as_secs()
+            );
+            DEFAULT_NVCC_TIMEOUT
+        }
+    }
+}
+
+/// An absolute folder from `name`, or None (relative paths would move with `chdir`).
+pub fn dir(name: &str) -> Option<PathBuf> {
+    let v = var(name)?;
+    if v.is_empty() {
+        return None;
+    }
+    let p = PathBuf::from(&v);
+    if p.is_absolute() {
+        Some(p)
+    } else {
+        log::warn!("{name}={v:?} is not an absolute path; ignored");
+        None
+    }
+}
+
+/// Test-only fault injection (`DYNAFOLD_TEST_FAULT=find_spec|exec_module`), so the tests can
+/// prove that an internal error falls back to the normal import.
+pub fn test_fault(point: &str) -> bool {
+    var("DYNAFOLD_TEST_FAULT").is_some_and(|v| v == point)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_log_filter;
+
+    #[test]
+    fn log_filters() {
+        for ok in ["warn", "INFO", "dynafold=debug", "dynafold=debug,warn"] {
+            assert!(valid_log_filter(ok), "{ok}");
+        }
+        for bad in ["", "loud", "a=b", "x=debug,", "dynafold = debug", "=info", "a b", "dynafold"] {
+            assert!(!valid_log_filter(bad), "{bad}");
+        }
+    }
+}

@@ -11,7 +11,7 @@ mod probe;
 mod torch_facts;
 mod version;
 
-pub use recipes::Resolver;
+pub use recipes::{Env, Resolver};
 pub use torch_facts::TorchFacts;
 pub use version::CudaVersion;
 

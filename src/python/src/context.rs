@@ -1,0 +1,84 @@
+//! The process-wide facts the rewriter folds: one resolver per process, built on the first
+//! target import, and the CUDA version `flashinfer.jit.cpp_ext` was folded with, so that every
+//! later module folds its call sites to that same value.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use dynafold_core::cuda::{CudaVersion, Env, Outcome, PathRecipe, Resolver, TorchFacts, VersionRecipe};
+use dynafold_core::rewrite::FoldContext;
+use pyo3::prelude::*;
+
+static RESOLVER: OnceLock<Resolver> = OnceLock::new();
+static FOLDED_VERSION: OnceLock<CudaVersion> = OnceLock::new();
+
+pub struct ProcessContext {
+    resolver: &'static Resolver,
+}
+
+impl ProcessContext {
+    /// The context, building the resolver on first use. `needs_torch_home`: the module reads
+    /// torch's `cpp_extension.CUDA_HOME` (FlashInfer 0.2/0.3), which only torch can compute.
+    pub fn get(py: Python<'_>, needs_torch_home: bool) -> ProcessContext {
+        let resolver = RESOLVER.get_or_init(|| {
+            let torch = torch_facts(py, needs_torch_home);
+            Resolver::new(
+                Env::from_process(),
+                torch,
+                dynafold_core::config::nvcc_timeout(),
+            )
+            .with_override(dynafold_core::config::cuda_override())
+        });
+        ProcessContext { resolver }
+    }
+
+    pub fn set_folded_version(&self, v: CudaVersion) {
+        let _ = FOLDED_VERSION.set(v);
+    }
+}
+
+impl FoldContext for ProcessContext {
+    fn cuda_path(&self, recipe: PathRecipe) -> Outcome<String> {
+        self.resolver.cuda_path(recipe)
+    }
+    fn cuda_version(&self, version: VersionRecipe, path: PathRecipe) -> Outcome<CudaVersion> {
+        self.resolver.cuda_version(version, path)
+    }
+    fn folded_cuda_version(&self) -> Option<CudaVersion> {
+        FOLDED_VERSION.get().cloned()
+    }
+}
+
+/// torch's CUDA facts: live when torch is imported, else read from its installed
+/// `version.py` without importing it (importing torch takes seconds and is not ours to do).
+fn torch_facts(py: Python<'_>, needs_torch_home: bool) -> TorchFacts {
+    let live = || -> PyResult<Option<Option<String>>> {
+        let modules = py.import("sys")?.getattr("modules")?;
+        match modules.get_item("torch.version") {
+            Ok(v) => Ok(Some(v.getattr("cuda")?.extract()?)),
+            Err(_) => Ok(None),
+        }
+    };
+    let cuda_version = live().ok().flatten();
+    let mut facts = match cuda_version {
+        Some(v) => TorchFacts { cuda_version: Some(v), cuda_home: None },
+        None => TorchFacts::from_torch_install(&sys_path(py)),
+    };
+    if needs_torch_home {
+        // The module imports this itself a few lines in; importing it first changes nothing.
+        facts.cuda_home = py
+            .import("torch.utils.cpp_extension")
+            .and_then(|m| m.getattr("CUDA_HOME"))
+            .and_then(|h| h.extract::<Option<String>>())
+            .ok();
+    }
+    facts
+}
+
+fn sys_path(py: Python<'_>) -> Vec<PathBuf> {
+    py.import("sys")
+        .and_then(|s| s.getattr("path"))
+        .and_then(|p| p.extract::<Vec<String>>())
+        .map(|v| v.into_iter().map(PathBuf::from).collect())
+        .unwrap_or_default()
+}

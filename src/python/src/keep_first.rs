@@ -1,0 +1,59 @@
+//! Keeps `DynafoldFinder` at `sys.meta_path[0]` when other finders (setuptools'
+//! `_distutils_hack`, editable installs) insert themselves later.
+//!
+//! Checked on every `import` audit event, which fires before the finders are asked; the usual
+//! answer (we are still first) costs two borrowed-pointer reads and no Python code.
+
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use crate::finder;
+
+static FINDER: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
+/// Moving the finder runs list methods; an import they trigger must not recurse here.
+static MOVING: AtomicBool = AtomicBool::new(false);
+
+/// Remembers the finder object (owned for the life of the process by `finder::install`).
+pub fn remember(finder: *mut ffi::PyObject) {
+    FINDER.store(finder, Ordering::Relaxed);
+}
+
+pub fn check() {
+    let ours = FINDER.load(Ordering::Relaxed);
+    // SAFETY: GIL held (audit hooks run with it); borrowed references only, and every call
+    // that could fail is checked before the next. Py_IsInitialized guards finalisation,
+    // when sys.meta_path may already be gone.
+    unsafe {
+        if ours.is_null() || ffi::Py_IsInitialized() == 0 {
+            return;
+        }
+        let meta_path = ffi::PySys_GetObject(c"meta_path".as_ptr());
+        if meta_path.is_null() || ffi::PyList_Check(meta_path) == 0 {
+            return;
+        }
+        if ffi::PyList_Size(meta_path) > 0 && ffi::PyList_GetItem(meta_path, 0) == ours {
+            return;
+        }
+    }
+    if MOVING.swap(true, Ordering::Acquire) {
+        return;
+    }
+    Python::attach(|py| {
+        if let Err(e) = finder::move_first(py) {
+            log::debug!("could not move the finder first: {e}");
+        }
+        if PyErr::occurred(py) {
+            let _ = PyErr::take(py);
+        }
+    });
+    MOVING.store(false, Ordering::Release);
+}
+
+/// The remembered finder as a new reference, if installed.
+pub fn remembered(py: Python<'_>) -> Option<Bound<'_, PyAny>> {
+    let p = FINDER.load(Ordering::Relaxed);
+    // SAFETY: the pointer is a strong reference leaked by `finder::install`, so it is alive.
+    (!p.is_null()).then(|| unsafe { Bound::from_borrowed_ptr(py, p) })
+}

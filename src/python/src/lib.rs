@@ -1,0 +1,21 @@
+//! `libdynafold_python.so`: the Python side of dynafold, loaded by `libdynafold.so` once the
+//! interpreter is up. It installs `DynafoldFinder` at `sys.meta_path[0]`, keeps it there,
+//! rewrites FlashInfer's target modules as they are imported, and starts the graph-break
+//! observer when `torch._dynamo` is imported.
+//!
+//! Everything exported here is called from C with the GIL held: no panic may cross the
+//! boundary and no Python exception may be left set.
+
+mod context;
+mod entry;
+mod finder;
+mod guard;
+mod keep_first;
+mod loader;
+mod logging;
+mod post_import;
+
+/// Starts the graph-break observer (wired to the reporter once it lands).
+fn observer_start(_py: pyo3::Python<'_>) -> pyo3::PyResult<()> {
+    Ok(())
+}
