@@ -1,5 +1,133 @@
 //! The `dynafold` command: argument parsing only; each subcommand lives in `src/cli/`.
 
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use dynafold_core::cli;
+use dynafold_core::cuda::CudaVersion;
+
+#[derive(Parser)]
+#[command(
+    name = "dynafold",
+    version,
+    about = "Lets torch.compile(fullgraph=True) trace FlashInfer FP4, and reports what still breaks Dynamo"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run COMMAND with dynafold active in every Python process it starts.
+    Run(RunArgs),
+    /// Merge the graph-break reports of a run into one table.
+    Report {
+        /// The report folder (DYNAFOLD_REPORT_DIR of the run).
+        dir: PathBuf,
+        /// Machine-readable JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show what dynafold would change in a FlashInfer source file, running nothing from it.
+    Rewrite {
+        /// Print the unified diff and the folded values (the only mode).
+        #[arg(long, value_name = "FILE")]
+        diff: PathBuf,
+        /// The file's dotted module name, e.g. flashinfer.jit.cpp_ext.
+        #[arg(long)]
+        module: String,
+        /// Fold to this CUDA version instead of resolving it.
+        #[arg(long, env = "DYNAFOLD_CUDA_VERSION", value_parser = parse_version)]
+        cuda_version: Option<CudaVersion>,
+        /// Folders searched for torch (to read torch.version.cuda without importing it).
+        #[arg(long = "site-dir")]
+        site_dirs: Vec<PathBuf>,
+    },
+}
+
+/// Every option has an environment-variable twin; the child inherits the variables.
+#[derive(Args)]
+struct RunArgs {
+    /// Log filter for dynafold in the child processes (env_logger syntax).
+    #[arg(long, env = "DYNAFOLD_LOG", value_name = "FILTER")]
+    log: Option<String>,
+    /// Use this CUDA version (MAJOR.MINOR) instead of running nvcc.
+    #[arg(long, env = "DYNAFOLD_CUDA_VERSION", value_parser = parse_version)]
+    cuda_version: Option<CudaVersion>,
+    /// Seconds the nvcc probe may take (1-600).
+    #[arg(long, env = "DYNAFOLD_NVCC_TIMEOUT", value_parser = clap::value_parser!(u64).range(1..=600))]
+    nvcc_timeout: Option<u64>,
+    /// Write per-process graph-break reports here and print the merged summary at the end.
+    #[arg(long, env = "DYNAFOLD_REPORT_DIR", value_name = "DIR")]
+    report_dir: Option<PathBuf>,
+    /// Turn dynafold off in the child processes (the command still runs).
+    #[arg(long, env = "DYNAFOLD_DISABLE", value_parser = clap::builder::BoolishValueParser::new())]
+    disable: Option<bool>,
+    /// The preload library to use (default: beside this binary).
+    #[arg(long, env = "DYNAFOLD_LIB", value_name = "PATH")]
+    lib: Option<PathBuf>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+fn parse_version(s: &str) -> Result<CudaVersion, String> {
+    CudaVersion::parse_override(s)
+}
+
 fn main() {
-    std::process::exit(0);
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run(args),
+        Command::Report { dir, json } => cli::report::run(&dir, json).map(|out| {
+            print!("{out}");
+            0
+        }),
+        Command::Rewrite { diff, module, cuda_version, site_dirs } => cli::rewrite::run(
+            &diff,
+            &module,
+            cuda_version,
+            &site_dirs,
+            Duration::from_secs(10),
+        )
+        .map(|out| {
+            print!("{out}");
+            0
+        }),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(msg) => {
+            eprintln!("dynafold: {msg}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn run(args: RunArgs) -> Result<i32, String> {
+    let mut env: Vec<(&'static str, OsString)> = Vec::new();
+    if let Some(v) = args.log {
+        env.push(("DYNAFOLD_LOG", v.into()));
+    }
+    if let Some(v) = args.cuda_version {
+        env.push(("DYNAFOLD_CUDA_VERSION", v.as_str().into()));
+    }
+    if let Some(v) = args.nvcc_timeout {
+        env.push(("DYNAFOLD_NVCC_TIMEOUT", v.to_string().into()));
+    }
+    if let Some(v) = args.disable {
+        env.push(("DYNAFOLD_DISABLE", if v { "1" } else { "0" }.into()));
+    }
+    let report_dir = match args.report_dir {
+        Some(d) => Some(std::path::absolute(&d).map_err(|e| format!("report folder: {e}"))?),
+        None => None,
+    };
+    if let Some(d) = &report_dir {
+        env.push(("DYNAFOLD_REPORT_DIR", d.clone().into()));
+    }
+    let opts = cli::run::RunOptions { env, report_dir, lib: args.lib };
+    cli::run::run(&args.command, &opts)
 }

@@ -1,0 +1,4 @@
+//! The subcommands of the `dynafold` binary, as library code so they can be tested.
+
+pub mod rewrite;
+pub mod run;
