@@ -4,6 +4,7 @@
 //! environment into CUDA facts, the report module turns records into tables. The Python-facing
 //! glue lives in `src/python`, the LD_PRELOAD stub in `src/preload`.
 
+pub mod cli;
 pub mod config;
 pub mod cuda;
 pub mod report;

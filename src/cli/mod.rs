@@ -1,0 +1,3 @@
+//! Subcommands of the `dynafold` binary; `src/main.rs` parses arguments and calls these.
+
+pub mod report;
