@@ -1,4 +1,5 @@
 //! The subcommands of the `dynafold` binary, as library code so they can be tested.
 
+pub mod report;
 pub mod rewrite;
 pub mod run;

@@ -1,2 +1,13 @@
 //! Graph-break records: the model, the per-process JSON-lines sink, the merge across
 //! processes and the table people read.
+
+pub mod covered;
+pub mod merge;
+pub mod record;
+pub mod sink;
+pub mod table;
+
+pub use covered::is_covered;
+pub use merge::{merge_dir, Merged, Site};
+pub use record::{Frame, Line, Record, SiteKey};
+pub use sink::Recorder;

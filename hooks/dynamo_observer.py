@@ -1,0 +1,657 @@
+"""dynafold's Dynamo observer: one dict per graph break or failed fullgraph compile, to a sink.
+
+Executed as module `_dynafold_observer` once `torch._dynamo` has been imported; `install(sink)`
+starts it. It patches nothing in torch. It listens on two loggers torch already writes to, and
+reads the exception that is live while torch logs (both calls happen inside torch's `except`):
+
+- the `graph_breaks` artifact loggers (`torch._dynamo.<module>.__graph_breaks`): one record per
+  graph break that Dynamo recovers from (fullgraph=False), and per frame it gives up on;
+- `torch._utils_internal` at INFO (`log_compilation_event`, once per frame compile while
+  `torch._dynamo.config.log_compilation_metrics` is on): carries `fail_type` and the live
+  exception when a compile fails, which is how fullgraph=True `Unsupported` errors are seen,
+  also when the caller catches them.
+
+The structured trace logger (`torch.__trace`) would carry the same facts, but a handler there
+makes torch build every trace payload (graphs, generated code) on every compile.
+
+Listening must not change what torch prints: where a logger is not already enabled at the level
+needed, it is lowered with propagation off, and this module forwards to the ancestors exactly
+the records that would have reached them before (see `_Tap`). Everything is wrapped: the first
+unexpected error disables the observer with one line on the `dynafold` logger.
+"""
+
+import logging
+import os
+import re
+import sys
+import sysconfig
+import time
+
+_log = logging.getLogger("dynafold")
+
+_FRAMES_KEPT = 16
+_WALK_LIMIT = 80
+_SEEN_ATTR = "_dynafold_seen"
+_RESUME_RE = re.compile(r"^torch_dynamo_resume_in_(.+)_at_\d+$")
+_GB_ID_RE = re.compile(r"\b(gb\d{4})\b", re.IGNORECASE)
+_SENTENCE_END_RE = re.compile(r"(?<=[.`])\s+(?=[A-Z])")
+_PREFIX_RE = re.compile(r"^Encountered graph break when attempting to trace", re.IGNORECASE)
+
+_state = {
+    "sink": None,
+    "enabled": False,
+    "taps": {},
+    "roots": None,
+    "gb_ids": None,
+    "said": set(),
+    "torch_version": None,
+}
+
+
+def install(sink):
+    """Start observing; returns True when at least one hook is live. Never raises."""
+    try:
+        if _state["enabled"]:
+            _state["sink"] = sink
+            return True
+        import torch
+
+        _state["sink"] = sink
+        _state["torch_version"] = str(getattr(torch, "__version__", "?"))
+        _state["enabled"] = True
+        live = _ensure_taps()
+        _register_compile_start()
+        return live
+    except Exception as e:  # noqa: BLE001 - the observer must never break the host process
+        _disable("install failed: %r" % (e,))
+        return False
+
+
+def uninstall():
+    """Detach every tap and restore the loggers (used by tests)."""
+    try:
+        for tap in list(_state["taps"].values()):
+            tap.detach()
+        _state["taps"].clear()
+        _state["enabled"] = False
+        _state["sink"] = None
+    except Exception as e:  # noqa: BLE001
+        _log.warning("dynafold: observer uninstall failed: %r", e)
+
+
+def _disable(why):
+    _state["enabled"] = False
+    try:
+        for tap in list(_state["taps"].values()):
+            tap.detach()
+        _state["taps"].clear()
+    except Exception:  # noqa: BLE001 - already failing; the one line below is what matters
+        pass
+    try:
+        _log.warning("dynafold: graph-break observer disabled: %s", why)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _say_once(key, msg, *args):
+    if key in _state["said"]:
+        return
+    _state["said"].add(key)
+    _log.info("dynafold: " + msg, *args)
+
+
+# --- taps -------------------------------------------------------------------------------
+
+
+class _Tap(logging.Handler):
+    """A handler that sees `logger`'s records at `level` without changing what others see.
+
+    When the logger is already enabled at `level` (e.g. TORCH_LOGS=graph_breaks), the handler
+    is only added. Otherwise the logger is lowered and propagation turned off, and `emit`
+    forwards to the ancestors' handlers (as `Logger.callHandlers` would) each record at or
+    above the level the logger had before; the logger's own other handlers get a filter with
+    that same threshold.
+    """
+
+    def __init__(self, logger, level, on_record):
+        super().__init__(logging.NOTSET)
+        self.logger = logger
+        self.wanted = level
+        self.on_record = on_record
+        self.saved = None
+        self.gate = None
+
+    def attach(self):
+        lg = self.logger
+        if self not in lg.handlers:
+            lg.addHandler(self)
+        if lg.isEnabledFor(self.wanted):
+            return
+        self.saved = (lg.level, lg.propagate)
+        self.gate = _Gate(self)
+        for h in lg.handlers:
+            if h is not self:
+                h.addFilter(self.gate)
+        lg.setLevel(self.wanted)
+        lg.propagate = False
+
+    def healthy(self):
+        return self in self.logger.handlers and self.logger.isEnabledFor(self.wanted)
+
+    def detach(self):
+        lg = self.logger
+        if self in lg.handlers:
+            lg.removeHandler(self)
+        if self.gate is not None:
+            for h in lg.handlers:
+                h.removeFilter(self.gate)
+            self.gate = None
+        if self.saved is not None and lg.level == self.wanted and lg.propagate is False:
+            lg.setLevel(self.saved[0])
+            lg.propagate = self.saved[1]
+        self.saved = None
+
+    def threshold(self):
+        """The effective level the logger had before this tap lowered it."""
+        if self.saved is None:
+            return logging.NOTSET
+        if self.saved[0] != logging.NOTSET:
+            return self.saved[0]
+        parent = self.logger.parent
+        return parent.getEffectiveLevel() if parent is not None else logging.WARNING
+
+    def emit(self, record):
+        if _state["enabled"]:
+            try:
+                self.on_record(record)
+            except Exception as e:  # noqa: BLE001
+                _disable("%s while handling a %s record" % (repr(e), self.logger.name))
+        try:
+            self._forward(record)
+        except Exception:  # noqa: BLE001 - printing is torch's business; never fail it here
+            pass
+
+    def _forward(self, record):
+        # Only while this tap owns propagation: once torch re-enables the logger itself
+        # (set_logs / TORCH_LOGS), it propagates on its own and forwarding would duplicate.
+        if self.saved is None or not self.saved[1] or self.logger.propagate:
+            return
+        if record.levelno < self.threshold():
+            return
+        found = 0
+        c = self.logger.parent
+        while c is not None:
+            for h in c.handlers:
+                found += 1
+                if record.levelno >= h.level:
+                    h.handle(record)
+            if not c.propagate:
+                break
+            c = c.parent
+        if found == 0 and logging.lastResort is not None:
+            if record.levelno >= logging.lastResort.level:
+                logging.lastResort.handle(record)
+
+
+class _Gate(logging.Filter):
+    def __init__(self, tap):
+        super().__init__()
+        self.tap = tap
+
+    def filter(self, record):
+        return record is None or record.levelno >= self.tap.threshold()
+
+
+def _ensure_taps():
+    if not _state["enabled"]:
+        return False
+    taps = _state["taps"]
+    names = [n for n in list(logging.Logger.manager.loggerDict) if isinstance(n, str)
+             and n.startswith("torch.") and n.endswith(".__graph_breaks")]
+    for name in names:
+        _tap(name, logging.DEBUG, _on_graph_break_record)
+    if not names:
+        _say_once("no-gb-logger", "torch %s has no graph_breaks artifact logger; graph breaks "
+                  "under fullgraph=False are not observed", _state["torch_version"])
+    metrics_ok = _metrics_hook_available()
+    if metrics_ok:
+        _tap("torch._utils_internal", logging.INFO, _on_metrics_record)
+    else:
+        _say_once("no-metrics", "torch %s does not log compilation metrics "
+                  "(log_compilation_event / config.log_compilation_metrics); fullgraph=True "
+                  "failures are seen only where they are also graph breaks",
+                  _state["torch_version"])
+    for tap in list(taps.values()):
+        if not tap.healthy():
+            tap.attach()
+    return bool(taps)
+
+
+def _tap(name, level, on_record):
+    taps = _state["taps"]
+    if name in taps:
+        return
+    tap = _Tap(logging.getLogger(name), level, on_record)
+    tap.attach()
+    taps[name] = tap
+
+
+def _metrics_hook_available():
+    try:
+        import torch._dynamo.config as cfg
+        import torch._utils_internal as ui
+
+        return hasattr(ui, "log_compilation_event") and bool(
+            getattr(cfg, "log_compilation_metrics", False))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _register_compile_start():
+    # torch.set_logs / TORCH_LOGS resets artifact loggers; re-check the taps before each
+    # frame compile so a reset never silently stops observation.
+    try:
+        from torch._dynamo.callback import callback_handler
+
+        callback_handler.register_start_callback(_on_compile_start)
+    except Exception as e:  # noqa: BLE001
+        _say_once("no-start-cb", "no Dynamo compile-start callback (%r); taps are not "
+                  "re-checked after torch resets its loggers", e)
+
+
+def _on_compile_start(*_args, **_kwargs):
+    try:
+        if _state["enabled"]:
+            _ensure_taps()
+    except Exception as e:  # noqa: BLE001
+        _disable("re-checking taps failed: %r" % (e,))
+
+
+# --- records ------------------------------------------------------------------------------
+
+
+def _on_graph_break_record(record):
+    exc = sys.exc_info()[1]
+    if exc is not None and getattr(exc, _SEEN_ATTR, False):
+        return
+    compile_frame = _find_compile_frame()
+    fullgraph = _fullgraph_of(compile_frame)
+    if exc is not None and _is_dynamo_exc(exc):
+        _mark(exc)
+        rec = _from_exception(exc, compile_frame, "graph_breaks")
+    else:
+        rec = _from_message(record.getMessage(), compile_frame)
+    if rec is None:
+        return
+    rec["fullgraph"] = False if fullgraph is None else fullgraph
+    _emit(rec)
+
+
+def _on_metrics_record(record):
+    args = record.args
+    metrics = args[0] if isinstance(args, tuple) and args else None
+    if metrics is None or type(metrics).__name__ != "CompilationMetrics":
+        return
+    fail_type = getattr(metrics, "fail_type", None)
+    if not fail_type:
+        return
+    exc = sys.exc_info()[1]
+    if exc is not None and getattr(exc, _SEEN_ATTR, False):
+        return
+    compile_frame = _find_compile_frame()
+    fullgraph = _fullgraph_of(compile_frame)
+    if exc is not None and not _worth_reporting(exc, fullgraph):
+        return
+    if exc is not None:
+        _mark(exc)
+        rec = _from_exception(exc, compile_frame, "compilation_metrics")
+    else:
+        rec = _base_record(fail_type, _first_line(getattr(metrics, "fail_reason", "") or ""))
+        filename = getattr(metrics, "fail_user_frame_filename", None)
+        if filename:
+            rec["user_frame"] = _frame(filename, getattr(metrics, "fail_user_frame_lineno", 0),
+                                       getattr(metrics, "co_name", None) or "?")
+        rec["exception"] = fail_type
+        rec["source"] = "compilation_metrics"
+    rec["fullgraph"] = fullgraph
+    _emit(rec)
+
+
+def _worth_reporting(exc, fullgraph):
+    try:
+        from torch._dynamo import exc as dexc
+
+        if isinstance(exc, (dexc.Unsupported, dexc.UserError)):
+            return True
+        # Other compile failures (backend, fake tensor...) fail a fullgraph compile too.
+        return fullgraph is True
+    except Exception:  # noqa: BLE001
+        return fullgraph is True
+
+
+def _is_dynamo_exc(exc):
+    return hasattr(exc, "real_stack") or hasattr(exc, "gb_type")
+
+
+def _mark(exc):
+    try:
+        setattr(exc, _SEEN_ATTR, True)
+    except Exception:  # noqa: BLE001 - exceptions with __slots__: counted twice at worst
+        pass
+
+
+def _emit(rec):
+    sink = _state["sink"]
+    if sink is None:
+        return
+    try:
+        sink(rec)
+    except Exception as e:  # noqa: BLE001
+        _disable("the sink raised %r" % (e,))
+
+
+def _base_record(break_type, reason):
+    return {
+        "time": time.time(),
+        "pid": os.getpid(),
+        "rank": _rank(),
+        "torch": _state["torch_version"],
+        "break_type": break_type,
+        "gb_type": None,
+        "reason": reason,
+        "user_frame": None,
+        "library_frame": None,
+        "via_frame": None,
+        "stack": [],
+        "fullgraph": None,
+        "hint": None,
+        "exception": None,
+        "source": None,
+    }
+
+
+def _from_exception(exc, compile_frame, source):
+    gb_type = getattr(exc, "gb_type", None) or None
+    if isinstance(gb_type, type):
+        gb_type = gb_type.__name__
+    text = str(getattr(exc, "msg", None) or exc)
+    gb_id = _gb_id(gb_type, text)
+    if gb_type is None and gb_id is not None:
+        # Older torch (2.9) has no gb_type attribute; the message starts with it.
+        gb_type = _first_line(text) or None
+    rec = _base_record(gb_id or gb_type or type(exc).__name__, _reason(text, gb_type))
+    rec["gb_type"] = gb_type
+    rec["exception"] = type(exc).__name__
+    rec["source"] = source
+    frames = _frames_of(exc)
+    if not frames:
+        code = _compiled_code(compile_frame)
+        if code is not None:
+            frames = [_frame(code.co_filename, code.co_firstlineno, code.co_name)]
+    _attribute(rec, frames)
+    rec["hint"] = _hint(rec, text)
+    return rec
+
+
+def _from_message(msg, compile_frame):
+    # No live exception (a torch that logs outside its except block): parse the log line.
+    m = re.search(r"in user code at (.+?):(\d+)", msg)
+    reason_m = re.search(r"Graph Break Reason: (.*)", msg)
+    reason = reason_m.group(1) if reason_m else _first_line(msg)
+    rec = _base_record(_gb_id(None, msg) or "graph_break", _reason(reason, None))
+    rec["source"] = "graph_breaks(text)"
+    frames = []
+    code = _compiled_code(compile_frame)
+    if code is not None:
+        frames.append(_frame(code.co_filename, code.co_firstlineno, code.co_name))
+    if m:
+        frames.append(_frame(m.group(1), int(m.group(2)), "?"))
+    _attribute(rec, frames)
+    rec["hint"] = _hint(rec, msg)
+    return rec
+
+
+def _frames_of(exc):
+    stack = getattr(exc, "real_stack", None) or []
+    out = []
+    for fs in stack:
+        filename = getattr(fs, "filename", None)
+        if not filename or _is_dynamo_internal(filename):
+            continue
+        out.append(_frame(filename, getattr(fs, "lineno", 0) or 0, getattr(fs, "name", "?")))
+    return out
+
+
+def _attribute(rec, frames):
+    """User frame: the outermost traced frame (the compiled function's own code). Library
+    frame: the innermost one, when the break is not in the compiled function itself. Via: the
+    innermost frame outside the standard library and the user's file, when that is another."""
+    rec["stack"] = [_frame_text(f) for f in frames[-_FRAMES_KEPT:]]
+    if not frames:
+        return
+    user = frames[0]
+    rec["user_frame"] = {"file": user["file"], "line": user["line"], "function": user["function"]}
+    if len(frames) < 2:
+        return
+    inner = frames[-1]
+    rec["library_frame"] = inner
+    for f in reversed(frames[1:]):
+        if not f["stdlib"] and f["file"] != user["file"]:
+            if f is not inner:
+                rec["via_frame"] = f
+            break
+
+
+def _frame(filename, line, function):
+    m = _RESUME_RE.match(function or "")
+    if m:
+        function = m.group(1)
+    package, stdlib = _package_of(filename)
+    return {"file": filename, "line": int(line or 0), "function": function or "?",
+            "package": package, "stdlib": stdlib}
+
+
+def _frame_text(f):
+    return "%s:%d in %s" % (f["file"], f["line"], f["function"])
+
+
+def _is_dynamo_internal(filename):
+    # Dynamo's polyfills appear in real_stack between user frames; they are not user code.
+    n = filename.replace("\\", "/")
+    return "/torch/_dynamo/" in n
+
+
+def _roots():
+    roots = _state["roots"]
+    if roots is not None:
+        return roots
+    std = set()
+    for key in ("stdlib", "platstdlib"):
+        try:
+            p = sysconfig.get_paths().get(key)
+        except Exception:  # noqa: BLE001
+            p = None
+        if p:
+            std.add(os.path.realpath(p))
+    found = {}
+    for p in list(sys.path) + list(std):
+        if not isinstance(p, str) or not p:
+            continue
+        try:
+            rp = os.path.realpath(p)
+        except Exception:  # noqa: BLE001
+            continue
+        found[rp] = found.get(rp, False) or rp in std
+    for p in list(found):
+        if p.endswith("lib-dynload"):
+            found[p] = True
+    roots = sorted(found.items(), key=lambda kv: len(kv[0]), reverse=True)
+    _state["roots"] = roots
+    return roots
+
+
+def _package_of(filename):
+    if filename.startswith("<frozen "):
+        return filename[len("<frozen "):].rstrip(">").split(".", 1)[0], True
+    try:
+        path = os.path.realpath(filename)
+    except Exception:  # noqa: BLE001
+        path = filename
+    for root, stdlib in _roots():
+        prefix = root.rstrip(os.sep) + os.sep
+        if path.startswith(prefix):
+            first = path[len(prefix):].split(os.sep, 1)[0]
+            if first.endswith(".py"):
+                first = first[:-3]
+            if first in ("site-packages", "dist-packages"):
+                continue
+            return first, stdlib and "-packages" not in path[len(prefix):]
+    return os.path.splitext(os.path.basename(filename))[0], False
+
+
+def _gb_id(gb_type, text):
+    m = _GB_ID_RE.search(text or "")
+    if m:
+        return m.group(1).lower()
+    if not gb_type:
+        return None
+    ids = _state["gb_ids"]
+    if ids is None:
+        ids = _load_gb_ids()
+        _state["gb_ids"] = ids
+    return ids.get(gb_type)
+
+
+def _load_gb_ids():
+    try:
+        import json
+
+        import torch._dynamo as d
+
+        path = os.path.join(os.path.dirname(d.__file__), "graph_break_registry.json")
+        if not os.path.exists(path):
+            _say_once("no-gb-registry", "torch %s has no graph_break_registry.json; break "
+                      "types are Dynamo's gb_type text", _state["torch_version"])
+            return {}
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        out = {}
+        for gid, entries in data.items():
+            for entry in entries if isinstance(entries, list) else []:
+                t = entry.get("Gb_type") if isinstance(entry, dict) else None
+                if t and t not in out:
+                    out[t] = gid.lower()
+        return out
+    except Exception as e:  # noqa: BLE001
+        _say_once("gb-registry-err", "cannot read graph_break_registry.json: %r", e)
+        return {}
+
+
+def _first_line(text):
+    for line in str(text).splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _reason(text, gb_type):
+    """The line an operator needs: Dynamo's `Explanation:` when there is one (the gb_type is
+    already the break type), else the first line that is not torch's generic preamble."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith("Explanation:"):
+            return _first_sentence(ln[len("Explanation:"):].strip())
+    for ln in lines:
+        if _PREFIX_RE.match(ln) or (gb_type and ln == gb_type):
+            continue
+        return ln
+    return lines[0] if lines else (gb_type or "")
+
+
+def _first_sentence(line):
+    # Dynamo's explanations continue with generic advice after the first sentence.
+    parts = _SENTENCE_END_RE.split(line, maxsplit=1)
+    return parts[0] if parts and parts[0] else line
+
+
+def _rank():
+    try:
+        dist = sys.modules.get("torch.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank())
+    except Exception:  # noqa: BLE001
+        pass
+    for key in ("RANK", "LOCAL_RANK"):
+        v = os.environ.get(key)
+        if v is not None and v.strip().lstrip("-").isdigit():
+            return int(v)
+    return None
+
+
+def _find_compile_frame():
+    f = sys._getframe(1)
+    n = 0
+    while f is not None and n < _WALK_LIMIT:
+        code = f.f_code
+        if code.co_name == "_compile" and code.co_filename.endswith("convert_frame.py"):
+            return f
+        f = f.f_back
+        n += 1
+    return None
+
+
+def _fullgraph_of(frame):
+    if frame is None:
+        return None
+    v = frame.f_locals.get("one_graph")
+    return v if isinstance(v, bool) else None
+
+
+def _compiled_code(frame):
+    if frame is None:
+        return None
+    code = frame.f_locals.get("code")
+    return code if hasattr(code, "co_filename") else None
+
+
+# --- hints ------------------------------------------------------------------------------
+
+_HINTS = (
+    ("subprocess", ("subprocess.py", "subprocess", "popen"),
+     "subprocess at trace time: compute the value before compiling (dynafold folds "
+     "FlashInfer's CUDA checks) or torch._dynamo.assume_constant_result"),
+    ("cache", ("functools.cache", "lru_cache", "functools.py"),
+     "functools.cache/lru_cache is ignored by Dynamo and the wrapped function is traced: "
+     "call it before compiling and close over the value"),
+    ("lock", ("allocate_lock", "filelock", "getpid", "threading.py", "rlock", "lock("),
+     "lock or pid (threading.Lock, FileLock, os.getpid) at trace time: keep locking out of "
+     "the compiled region"),
+    ("fs", ("posix.stat", "os.stat", "stat`", "exists", "pathlib", "genericpath.py",
+            "mkdir", "io.open", "builtin `open`", "listdir", "scandir", "makedirs"),
+     "file-system access (os.stat, Path.exists, open, mkdir) at trace time: do it before "
+     "compiling, outside the compiled function"),
+    ("print", ("`print`", "logging/__init__.py", "print(", "logger", "warnings.warn"),
+     "print/logging in the compiled region: drop it or list it in "
+     "torch._dynamo.config.reorderable_logging_functions"),
+    ("time", ("datetime", "method `now`", "perf_counter", "time.time", "time.monotonic",
+              "builtin `time."),
+     "wall-clock read (datetime.now, time.perf_counter) at trace time: move it out of the "
+     "compiled region"),
+    ("ffi", ("tvm_ffi", "ffi.function", "pybind", "c/c++ python extension", "c extension",
+             "cannot determine source file"),
+     "call into a C/FFI extension Dynamo cannot trace: wrap the kernel in "
+     "torch.library.custom_op with a fake implementation"),
+)
+
+
+def _hint(rec, text):
+    hay = " ".join([
+        str(text),
+        " ".join(rec["stack"]),
+        (rec["library_frame"] or {}).get("package") or "",
+    ]).lower()
+    for _key, needles, hint in _HINTS:
+        for needle in needles:
+            if needle in hay:
+                return hint
+    return None

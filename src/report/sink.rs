@@ -1,0 +1,283 @@
+//! The per-process recorder: counts sites in memory and, with a report directory, appends one
+//! JSON line per occurrence to `<dir>/dynafold-<host>-<pid>.jsonl`.
+//!
+//! One line per occurrence (not per new site): each line carries the site's running count in
+//! this process, so the file is append-only, every line stands alone, and a process killed at
+//! any point leaves at worst one torn last line. Lines are written with a single `write` on
+//! an unbuffered file, so nothing waits in a buffer when the process dies.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use dashmap::DashMap;
+
+use super::merge::Site;
+use super::record::{Line, Record, SiteKey};
+
+/// Attempts at a fresh name when `dynafold-<host>-<pid>.jsonl` already exists (a pid reused
+/// from an earlier run into the same directory).
+const NAME_ATTEMPTS: u32 = 100;
+
+pub struct Recorder {
+    sites: DashMap<SiteKey, (u64, Record)>,
+    dir: Option<PathBuf>,
+    host: String,
+    file: Mutex<FileState>,
+    warned: AtomicBool,
+}
+
+enum FileState {
+    NotOpened,
+    Open { file: File, path: PathBuf, pid: u32 },
+    Failed,
+}
+
+impl Recorder {
+    /// `dir`: where to write; `None` keeps counts in memory only.
+    pub fn new(dir: Option<PathBuf>) -> Self {
+        Recorder {
+            sites: DashMap::new(),
+            dir,
+            host: hostname(),
+            file: Mutex::new(FileState::NotOpened),
+            warned: AtomicBool::new(false),
+        }
+    }
+
+    /// Reads `DYNAFOLD_REPORT_DIR` (unset or empty: memory only).
+    pub fn from_env() -> Self {
+        let dir = std::env::var_os("DYNAFOLD_REPORT_DIR")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from);
+        Recorder::new(dir)
+    }
+
+    /// Counts one occurrence and appends its line; returns the site's count in this process.
+    pub fn record(&self, record: Record) -> u64 {
+        self.forget_parent_after_fork();
+        let key = record.site_key();
+        let count = {
+            let mut entry = self.sites.entry(key).or_insert_with(|| (0, record.clone()));
+            entry.0 += 1;
+            entry.0
+        };
+        if self.dir.is_some() {
+            let line = Line {
+                v: 1,
+                count,
+                host: self.host.clone(),
+                record,
+            };
+            self.append(&line);
+        }
+        count
+    }
+
+    /// Sites seen in this process, as rows for the table.
+    pub fn sites(&self) -> Vec<Site> {
+        self.sites
+            .iter()
+            .map(|e| Site::from_record(e.value().1.clone(), e.value().0))
+            .collect()
+    }
+
+    pub fn total(&self) -> u64 {
+        self.sites.iter().map(|e| e.value().0).sum()
+    }
+
+    /// The report file, once one has been opened.
+    pub fn path(&self) -> Option<PathBuf> {
+        match &*self.file.lock().ok()? {
+            FileState::Open { path, .. } => Some(path.clone()),
+            _ => None,
+        }
+    }
+
+    /// A forked child inherits the parent's counts and file; its own breaks belong in its
+    /// own file, counted from zero.
+    fn forget_parent_after_fork(&self) {
+        let pid = std::process::id();
+        let Ok(mut state) = self.file.lock() else {
+            return;
+        };
+        if let FileState::Open { pid: opened, .. } = &*state {
+            if *opened != pid {
+                *state = FileState::NotOpened;
+                self.sites.clear();
+            }
+        }
+    }
+
+    fn append(&self, line: &Line) {
+        let Ok(mut text) = serde_json::to_string(line) else {
+            return;
+        };
+        text.push('\n');
+        let Ok(mut state) = self.file.lock() else {
+            return;
+        };
+        if let FileState::NotOpened = *state {
+            *state = match self.dir.as_deref().map(|d| open_report_file(d, &self.host)) {
+                Some(Ok((file, path))) => FileState::Open {
+                    file,
+                    path,
+                    pid: std::process::id(),
+                },
+                Some(Err(e)) => {
+                    self.warn_once(&e);
+                    FileState::Failed
+                }
+                None => FileState::Failed,
+            };
+        }
+        if let FileState::Open { file, .. } = &mut *state {
+            if let Err(e) = file.write_all(text.as_bytes()) {
+                self.warn_once(&e);
+                *state = FileState::Failed;
+            }
+        }
+    }
+
+    fn warn_once(&self, e: &io::Error) {
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            let dir = self.dir.as_deref().unwrap_or(Path::new("?"));
+            log::warn!(
+                "dynafold: cannot write graph-break report in {}: {e}; counting in memory only",
+                dir.display()
+            );
+        }
+    }
+}
+
+/// Creates the file new (O_EXCL), never through a symlink (O_NOFOLLOW), readable by the
+/// owner only: report directories are often shared scratch space.
+fn open_report_file(dir: &Path, host: &str) -> io::Result<(File, PathBuf)> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let pid = std::process::id();
+    let mut last = io::Error::new(io::ErrorKind::AlreadyExists, "no free file name");
+    for n in 0..NAME_ATTEMPTS {
+        let name = if n == 0 {
+            format!("dynafold-{host}-{pid}.jsonl")
+        } else {
+            format!("dynafold-{host}-{pid}-{n}.jsonl")
+        };
+        let path = dir.join(name);
+        match OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+        {
+            Ok(f) => return Ok((f, path)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = e,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last)
+}
+
+/// The host name, reduced to characters safe in a file name.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates on success
+    // (and the last byte stays 0 for the truncation case because we pass len - 1).
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len() - 1) };
+    let raw = if rc == 0 {
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        String::from_utf8_lossy(buf.get(..end).unwrap_or(&[])).into_owned()
+    } else {
+        String::new()
+    };
+    let clean: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if clean.is_empty() {
+        "host".to_string()
+    } else {
+        clean
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::record::Frame;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn rec(line: u32) -> Record {
+        Record {
+            pid: std::process::id(),
+            break_type: "gb0059".into(),
+            reason: "print".into(),
+            user_frame: Some(Frame {
+                file: "/m.py".into(),
+                line,
+                function: "f".into(),
+                ..Frame::default()
+            }),
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn counts_sites_and_appends_one_line_per_occurrence() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Recorder::new(Some(dir.path().join("sub")));
+        assert_eq!(r.record(rec(1)), 1);
+        assert_eq!(r.record(rec(1)), 2);
+        assert_eq!(r.record(rec(2)), 1);
+        assert_eq!(r.total(), 3);
+        assert_eq!(r.sites().len(), 2);
+        let path = r.path().unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<Line> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            lines.iter().map(|l| l.count).collect::<Vec<_>>(),
+            vec![1, 2, 1]
+        );
+    }
+
+    #[test]
+    fn existing_name_or_symlink_is_never_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = hostname();
+        let taken = dir
+            .path()
+            .join(format!("dynafold-{host}-{}.jsonl", std::process::id()));
+        std::os::unix::fs::symlink("/dev/null", &taken).unwrap();
+        let r = Recorder::new(Some(dir.path().to_path_buf()));
+        r.record(rec(1));
+        let path = r.path().unwrap();
+        assert_ne!(path, taken);
+        assert!(path.to_string_lossy().ends_with("-1.jsonl"));
+    }
+
+    #[test]
+    fn unwritable_dir_keeps_counting_in_memory() {
+        let r = Recorder::new(Some(PathBuf::from("/proc/definitely/not/here")));
+        assert_eq!(r.record(rec(1)), 1);
+        assert_eq!(r.record(rec(1)), 2);
+        assert!(r.path().is_none());
+        assert!(r.warned.load(Ordering::Relaxed));
+    }
+}
