@@ -1,0 +1,1 @@
+//! Placeholder so this branch compiles; the real probe replaces it on merge.

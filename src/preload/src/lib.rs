@@ -1,0 +1,1 @@
+//! Placeholder so the workspace builds in this branch (replaced on merge).
