@@ -1,9 +1,11 @@
 //! Parsing and the facts the rules need, as plain owned data.
 //!
-//! The parse runs on a helper thread with a large stack: ruff's parser grows its own stack,
-//! but dropping or visiting a deeply nested tree (`1+1+1+...`, `not not not ...`) recurses
-//! once per level, and a stack overflow aborts the host Python process instead of unwinding.
-//! The input size is capped so the depth, and therefore the stack used, is bounded.
+//! Deep trees: ruff's parser grows its own stack, but visiting or dropping a deeply nested
+//! tree (`1+1+1+...`, `not not not ...`) recurses once per level, and a stack overflow aborts
+//! the host Python process instead of unwinding. So the visitor refuses to go deeper than
+//! `MAX_DEPTH` and such a tree is leaked instead of dropped (it is never real FlashInfer code,
+//! and the input size cap bounds the leak). The work runs on a helper thread whose stack is
+//! known, not on whatever thread the import happens on, and a panic there becomes a skip.
 
 use ruff_python_ast::token::TokenKind;
 use ruff_python_ast::visitor::{self, Visitor};
@@ -12,9 +14,11 @@ use ruff_text_size::{Ranged, TextRange};
 
 /// Ten times the largest real target module (about 110 kB); anything bigger is not FlashInfer.
 pub const MAX_SOURCE_BYTES: usize = 1 << 20;
-/// Enough for the deepest tree a `MAX_SOURCE_BYTES` source can build (two bytes per level).
-/// Only touched pages are committed, so the reservation costs address space, not memory.
-const PARSE_STACK_BYTES: usize = 512 << 20;
+/// Statement plus expression nesting we visit; real FlashInfer code stays under 40.
+const MAX_DEPTH: usize = 1000;
+/// Room for `MAX_DEPTH` levels at about 2 KiB each (debug builds) and the parser's own frames
+/// before it switches to heap-allocated stack segments. Only touched pages are committed.
+const PARSE_STACK_BYTES: usize = 64 << 20;
 
 /// Byte range, `start..end`, into the source that was analysed.
 pub type Span = std::ops::Range<usize>;
@@ -79,9 +83,15 @@ pub fn analyze(source: &str) -> Result<Facts, String> {
 
 /// Whether `source` parses without errors (used to check our own output).
 pub fn parses(source: &str) -> bool {
-    on_big_stack(|| match ruff_python_parser::parse_module(source) {
-        Ok(parsed) => Ok(parsed.has_valid_syntax()),
-        Err(_) => Ok(false),
+    on_big_stack(|| {
+        let parsed = parse(source);
+        let mut calls = CallCollector::new(source);
+        calls.visit_body(&parsed.syntax().body);
+        let ok = parsed.has_valid_syntax() && !calls.too_deep;
+        if calls.too_deep {
+            std::mem::forget(parsed);
+        }
+        Ok(ok)
     })
     .unwrap_or(false)
 }
@@ -104,8 +114,14 @@ fn on_big_stack<T: Send>(f: impl FnOnce() -> Result<T, String> + Send) -> Result
 }
 
 fn analyze_here(source: &str) -> Result<Facts, String> {
-    let parsed = ruff_python_parser::parse_module(source)
-        .map_err(|e| format!("does not parse: {}", one_line(&e.to_string())))?;
+    let parsed = parse(source);
+    // Measured first: a tree too deep to visit is too deep to drop.
+    let mut calls = CallCollector::new(source);
+    calls.visit_body(&parsed.syntax().body);
+    if calls.too_deep {
+        std::mem::forget(parsed);
+        return Err(format!("nested deeper than {MAX_DEPTH} levels"));
+    }
     if let Some(e) = parsed.errors().first() {
         return Err(format!("does not parse: {}", one_line(&e.to_string())));
     }
@@ -200,24 +216,55 @@ fn analyze_here(source: &str) -> Result<Facts, String> {
             _ => {}
         }
     }
-    let mut calls = CallCollector {
-        source,
-        calls: Vec::new(),
-    };
-    for stmt in &parsed.syntax().body {
-        calls.visit_stmt(stmt);
-    }
     facts.str_calls = calls.calls;
     Ok(facts)
+}
+
+/// Never `parse_module`: on a syntax error it drops the tree itself, before we can measure it.
+fn parse(source: &str) -> ruff_python_parser::Parsed<ruff_python_ast::ModModule> {
+    ruff_python_parser::parse_unchecked_source(source, ruff_python_ast::PySourceType::Python)
 }
 
 struct CallCollector<'s> {
     source: &'s str,
     calls: Vec<StrCall>,
+    depth: usize,
+    too_deep: bool,
+}
+
+impl<'s> CallCollector<'s> {
+    fn new(source: &'s str) -> Self {
+        CallCollector {
+            source,
+            calls: Vec::new(),
+            depth: 0,
+            too_deep: false,
+        }
+    }
+
+    /// False (and `too_deep` set) when going one level further would pass `MAX_DEPTH`.
+    fn descend(&mut self) -> bool {
+        if self.too_deep || self.depth >= MAX_DEPTH {
+            self.too_deep = true;
+            return false;
+        }
+        self.depth += 1;
+        true
+    }
 }
 
 impl<'a> Visitor<'a> for CallCollector<'_> {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        if self.descend() {
+            visitor::walk_stmt(self, stmt);
+            self.depth -= 1;
+        }
+    }
+
     fn visit_expr(&mut self, expr: &'a Expr) {
+        if !self.descend() {
+            return;
+        }
         if let Expr::Call(call) = expr {
             if let (Expr::Name(callee), [Expr::StringLiteral(lit)], true) = (
                 call.func.as_ref(),
@@ -234,6 +281,7 @@ impl<'a> Visitor<'a> for CallCollector<'_> {
             }
         }
         visitor::walk_expr(self, expr);
+        self.depth -= 1;
     }
 }
 

@@ -235,7 +235,10 @@ fn cpp_ext_values_fold_all_three() {
     );
     // Values never appear in the text, only the names of globals.
     for value in ["/opt/cuda", "12.8"] {
-        assert_eq!(out.source.matches(value).count(), src.matches(value).count());
+        assert_eq!(
+            out.source.matches(value).count(),
+            src.matches(value).count()
+        );
     }
     // Each edit's lines are the function's lines, decorator included.
     let first = &out.edits[0];
@@ -526,4 +529,102 @@ fn edits_keep_line_breaks() {
         }],
     );
     assert!(out_of_range.is_err());
+}
+
+/// Whatever comes in, the rewriter answers `Err(Skip)` or a same-line-count source that
+/// parses; it never panics (it runs inside a Python server).
+fn check_hostile(module: &str, src: &str) {
+    for ctx in [
+        FakeContext::values(),
+        FakeContext::new(
+            Answer::Raise("RuntimeError", "x"),
+            Answer::Raise("RuntimeError", "y"),
+            None,
+        ),
+        FakeContext::new(Answer::Unfoldable, Answer::Unfoldable, Some("99")),
+    ] {
+        if let Ok(out) = rewrite(module, src, &ctx) {
+            assert_line_preserving(src, &out.source);
+        }
+    }
+}
+
+#[test]
+fn hostile_sources_never_panic() {
+    let odd_shapes = [
+        "def get_cuda_path():\n    return 1\n",
+        "@functools.cache\ndef get_cuda_path(): return os.environ.get(\"CUDA_HOME\")\n",
+        "async def get_cuda_version():\n    pass\n",
+        "def get_cuda_version(): ...\ndef is_cuda_version_at_least(v): return get_cuda_version() >= Version(v)\n",
+        "from packaging.version import Version\ndef is_cuda_version_at_least(v): return get_cuda_version() >= Version(v)\n",
+        "class get_cuda_path:\n    pass\n",
+        "def get_cuda_path(\n",
+        "def get_cuda_version():\n\treturn 1\n  x = 2\n",
+        "\u{feff}def get_cuda_path():\n    return 'ünïcødé 🚀'\n",
+        "x = '''\nget_cuda_path\n''' \\\n + 1\n",
+        "def f(:\n    is_cuda_version_at_least(\"12.8\")\n",
+        "from .jit.cpp_ext import is_cuda_version_at_least\nx = is_cuda_version_at_least(\"12.8\") if is_cuda_version_at_least('1') else f'{is_cuda_version_at_least(\"2\")}'\n",
+        "from .jit.cpp_ext import is_cuda_version_at_least\nx = [is_cuda_version_at_least(\"99999999999999999999999.1\"), is_cuda_version_at_least(b\"1\"), is_cuda_version_at_least(\"1\", \"2\"), is_cuda_version_at_least(v=\"1\"), a.is_cuda_version_at_least(\"1\")]\n",
+        "\r",
+        "a\rb\n",
+        "\0\0\0",
+        "",
+        "\n\n\n",
+        "\\",
+        "🚀🚀(((((",
+    ];
+    let mut sources: Vec<String> = odd_shapes.iter().map(|s| s.to_string()).collect();
+    // The real cpp_ext with each body cut short, CRLF, and everything after a point removed.
+    let real = cpp_ext_05();
+    for cut in (0..real.len()).step_by(97) {
+        if let Some(prefix) = real.get(..cut) {
+            sources.push(prefix.to_string());
+        }
+    }
+    sources.push(real.replace('\n', "\r\n"));
+    sources.push(real.replace("    ", "\t"));
+    sources.push(real.replace("return", "yield"));
+    sources.push(format!("{real}\n{FP4_SNIPPET}"));
+    // Arbitrary bytes turned into a string.
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..50 {
+        let bytes: Vec<u8> = (0..512)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                (seed >> 24) as u8
+            })
+            .collect();
+        sources.push(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    for src in &sources {
+        for module in TARGETS {
+            check_hostile(module, src);
+        }
+    }
+}
+
+#[test]
+fn huge_and_deep_sources_never_panic() {
+    let at_cap = MAX_SOURCE_BYTES - 16;
+    let deep = [
+        format!("x = {}1\n", "1+".repeat(at_cap / 2)),
+        format!("x = {}1\n", "-".repeat(at_cap)),
+        format!("x = {}\n", "[".repeat(at_cap)),
+        format!(
+            "x = {}1{}\n",
+            "(".repeat(at_cap / 2),
+            ")".repeat(at_cap / 2)
+        ),
+        format!("x = {}1\n", "not ".repeat(at_cap / 4)),
+        format!("{}\n", "x = 1\n".repeat(at_cap / 6)),
+    ];
+    for src in &deep {
+        check_hostile("flashinfer.jit.cpp_ext", src);
+        check_hostile("flashinfer.fp4_quantization", src);
+    }
+    let too_big = format!("{CPP_EXT_05}{}", "#".repeat(MAX_SOURCE_BYTES));
+    let err = rewrite("flashinfer.jit.cpp_ext", &too_big, &FakeContext::values()).unwrap_err();
+    assert!(err.0.contains("larger"), "{err:?}");
 }
