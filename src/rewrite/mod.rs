@@ -9,8 +9,37 @@
 //!   on its line; values never appear in the generated text, only the names of module globals
 //!   listed in `Rewritten::globals`, which the loader sets before executing the module. The
 //!   only literals generated are `True` / `False`.
+//!
+//! Parsing uses `ruff_python_parser`: it follows CPython's grammar (so what it accepts is what
+//! the interpreter will accept, f-strings and `match` included) and gives every node byte
+//! ranges, which is what replacing exactly a function body or a call, and nothing else, needs.
+//! Functions are recognised by shape (their name and what their source says), never by line
+//! numbers or release numbers, so an unknown release either matches a known shape or is left
+//! alone.
+
+mod cpp_ext;
+mod diff;
+mod edits;
+mod fp4;
+mod rules;
+mod shape;
+mod syntax;
+#[cfg(test)]
+mod tests;
 
 use crate::cuda::{CudaVersion, Outcome, PathRecipe, VersionRecipe};
+
+pub use cpp_ext::{PATH_ERROR_GLOBAL, PATH_GLOBAL, VERSION_ERROR_GLOBAL, VERSION_GLOBAL};
+pub use diff::unified_diff;
+pub use syntax::MAX_SOURCE_BYTES;
+
+/// The dotted names of the modules dynafold rewrites.
+pub const TARGETS: [&str; 4] = [
+    "flashinfer.jit.cpp_ext",
+    "flashinfer.fp4_quantization",
+    "flashinfer.jit.fp4_quantization",
+    "flashinfer.quantization.fp4_quantization",
+];
 
 /// What the rewriter may ask about the process it is folding for.
 pub trait FoldContext {
@@ -62,16 +91,61 @@ pub struct Rewritten {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Skip(pub String);
 
-// placeholder, replaced by the rewrite branch
+/// Whether `module` (a dotted name) is one dynafold rewrites. Called for every import, so it
+/// only compares against the fixed list.
 pub fn is_target(module: &str) -> bool {
-    matches!(
-        module,
-        "flashinfer.jit.cpp_ext"
-            | "flashinfer.fp4_quantization"
-            | "flashinfer.jit.fp4_quantization"
-            | "flashinfer.quantization.fp4_quantization"
-    )
+    // Every target lives under `flashinfer.`: most imports are rejected on the first bytes.
+    module.starts_with("flashinfer.") && TARGETS.contains(&module)
 }
-pub fn rewrite(module: &str, _source: &str, _ctx: &dyn FoldContext) -> Result<Rewritten, Skip> {
-    Err(Skip(format!("{module}: rewriter not built yet")))
+
+/// Rewrites the source of target `module`, or says in one line why it must load untouched.
+pub fn rewrite(module: &str, source: &str, ctx: &dyn FoldContext) -> Result<Rewritten, Skip> {
+    if !is_target(module) {
+        return Err(Skip(format!("{module}: not a dynafold target")));
+    }
+    let skip = |why: &str| Skip(format!("{module}: {why}"));
+    if source.len() > MAX_SOURCE_BYTES {
+        return Err(skip("source larger than dynafold handles"));
+    }
+    // Python ends a line at a lone `\r` too; the line-count contract is stated in `\n`s.
+    if source
+        .split('\r')
+        .skip(1)
+        .any(|rest| !rest.starts_with('\n'))
+    {
+        return Err(skip("source has bare carriage returns"));
+    }
+    let rules = rules::for_module(module)
+        .map_err(|e| skip(&format!("rule data is invalid: {e}")))?
+        .ok_or_else(|| skip("no rules for this module"))?;
+    let facts = syntax::analyze(source).map_err(|e| skip(&e))?;
+
+    let (replacements, edits, globals, cuda_version) = if rules.functions.is_empty() {
+        let plan = fp4::plan(rules, source, &facts, ctx)?;
+        (plan.replacements, plan.edits, Vec::new(), None)
+    } else {
+        let plan = cpp_ext::plan(rules, source, &facts, ctx)?;
+        (
+            plan.replacements,
+            plan.edits,
+            plan.globals,
+            plan.cuda_version,
+        )
+    };
+    if edits.is_empty() {
+        return Err(skip("no rule matched: nothing could be folded"));
+    }
+    let output = edits::apply(source, replacements).map_err(|e| skip(&e))?;
+    if edits::newlines(&output) != edits::newlines(source) {
+        return Err(skip("internal: the rewrite changed the line count"));
+    }
+    if !syntax::parses(&output) {
+        return Err(skip("internal: the rewritten source does not parse"));
+    }
+    Ok(Rewritten {
+        source: output,
+        edits,
+        globals,
+        cuda_version,
+    })
 }
