@@ -400,7 +400,7 @@ fn status_error(program: &str, s: Status) -> PyErr {
 /// `posixpath.dirname`.
 pub(crate) fn py_dirname(p: &str) -> String {
     let i = p.rfind('/').map_or(0, |i| i + 1);
-    let head = &p[..i];
+    let head = p.get(..i).unwrap_or_default();
     if !head.is_empty() && !head.bytes().all(|b| b == b'/') {
         head.trim_end_matches('/').to_owned()
     } else {
@@ -480,7 +480,9 @@ fn digit_run(chars: &mut std::str::CharIndices<'_>) -> Result<(usize, Option<cha
 /// where a digit could go makes the answer `Err` (unsure).
 fn find_release(txt: &str) -> Result<Option<String>, String> {
     for (i, _) in txt.match_indices("release ") {
-        let rest = &txt[i + "release ".len()..];
+        let Some(rest) = txt.get(i + "release ".len()..) else {
+            continue;
+        };
         let mut chars = rest.char_indices();
         let (major, sep) = digit_run(&mut chars)?;
         if major == 0 || sep != Some('.') {
