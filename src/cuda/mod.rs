@@ -6,8 +6,8 @@
 //! A recipe either yields a value, or the exact error FlashInfer would raise, or says it
 //! cannot be sure (`Unfoldable`), in which case nothing is folded.
 
-mod recipes;
 mod probe;
+mod recipes;
 mod torch_facts;
 mod version;
 
@@ -50,7 +50,10 @@ pub enum Outcome<T> {
     /// FlashInfer would return this value.
     Value(T, Provenance),
     /// FlashInfer would raise `exception(message)` (only exceptions we can rebuild exactly).
-    Raise { exception: &'static str, message: String },
+    Raise {
+        exception: &'static str,
+        message: String,
+    },
     /// dynafold cannot be sure what FlashInfer would do (timeout, odd errno, undecodable
     /// output...): the function must be left as it is.
     Unfoldable(String),
