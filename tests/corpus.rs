@@ -141,7 +141,7 @@ fn corpus_rewrites_cleanly() {
         header.push_str(&format!(" {module} |"));
     }
     println!("\nsites folded (release x module; - = module absent):\n{header}");
-    println!("|{}|", "---|".repeat(TARGETS.len() + 1));
+    println!("|{}", "---|".repeat(TARGETS.len() + 1));
     for ((_, release), row) in &table {
         println!("| {release:<13} | {} |", row.join(" | "));
     }
