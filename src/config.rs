@@ -13,12 +13,30 @@ pub const DEFAULT_NVCC_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Every variable dynafold reads, with its meaning: `dynafold run --help` and `doctor` list it.
 pub const VARIABLES: &[(&str, &str)] = &[
-    ("DYNAFOLD_DISABLE", "1 turns dynafold off in every process (default 0)"),
-    ("DYNAFOLD_LOG", "log filter in env_logger syntax, e.g. info or dynafold=debug (default warn)"),
-    ("DYNAFOLD_CUDA_VERSION", "MAJOR.MINOR: use this CUDA version instead of running nvcc"),
-    ("DYNAFOLD_NVCC_TIMEOUT", "seconds the nvcc probe may take, 1-600 (default 10)"),
-    ("DYNAFOLD_REPORT_DIR", "folder for per-process graph-break reports (JSON lines)"),
-    ("DYNAFOLD_CACHE_DIR", "folder for dynafold's own bytecode cache (default: none)"),
+    (
+        "DYNAFOLD_DISABLE",
+        "1 turns dynafold off in every process (default 0)",
+    ),
+    (
+        "DYNAFOLD_LOG",
+        "log filter in env_logger syntax, e.g. info or dynafold=debug (default warn)",
+    ),
+    (
+        "DYNAFOLD_CUDA_VERSION",
+        "MAJOR.MINOR: use this CUDA version instead of running nvcc",
+    ),
+    (
+        "DYNAFOLD_NVCC_TIMEOUT",
+        "seconds the nvcc probe may take, 1-600 (default 10)",
+    ),
+    (
+        "DYNAFOLD_REPORT_DIR",
+        "folder for per-process graph-break reports (JSON lines)",
+    ),
+    (
+        "DYNAFOLD_CACHE_DIR",
+        "folder for dynafold's own bytecode cache (default: none)",
+    ),
 ];
 
 fn var(name: &str) -> Option<String> {
@@ -45,7 +63,9 @@ fn valid_log_filter(v: &str) -> bool {
     const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
     let level = |s: &str| LEVELS.contains(&s.to_ascii_lowercase().as_str());
     let target = |s: &str| {
-        !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
     };
     !v.is_empty()
         && v.split(',').all(|item| match item.split_once('=') {
@@ -115,7 +135,16 @@ mod tests {
         for ok in ["warn", "INFO", "dynafold=debug", "dynafold=debug,warn"] {
             assert!(valid_log_filter(ok), "{ok}");
         }
-        for bad in ["", "loud", "a=b", "x=debug,", "dynafold = debug", "=info", "a b", "dynafold"] {
+        for bad in [
+            "",
+            "loud",
+            "a=b",
+            "x=debug,",
+            "dynafold = debug",
+            "=info",
+            "a b",
+            "dynafold",
+        ] {
             assert!(!valid_log_filter(bad), "{bad}");
         }
     }

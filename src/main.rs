@@ -86,7 +86,12 @@ fn main() {
             print!("{out}");
             0
         }),
-        Command::Rewrite { diff, module, cuda_version, site_dirs } => cli::rewrite::run(
+        Command::Rewrite {
+            diff,
+            module,
+            cuda_version,
+            site_dirs,
+        } => cli::rewrite::run(
             &diff,
             &module,
             cuda_version,
@@ -128,6 +133,10 @@ fn run(args: RunArgs) -> Result<i32, String> {
     if let Some(d) = &report_dir {
         env.push(("DYNAFOLD_REPORT_DIR", d.clone().into()));
     }
-    let opts = cli::run::RunOptions { env, report_dir, lib: args.lib };
+    let opts = cli::run::RunOptions {
+        env,
+        report_dir,
+        lib: args.lib,
+    };
     cli::run::run(&args.command, &opts)
 }

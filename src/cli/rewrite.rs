@@ -23,10 +23,10 @@ impl FoldContext for CliContext {
     /// Alone, an fp4 module has no cpp_ext fold to agree with: use what current FlashInfer
     /// (0.5+) would compute here.
     fn folded_cuda_version(&self) -> Option<CudaVersion> {
-        match self
-            .resolver
-            .cuda_version(VersionRecipe::NvccTorchFallback, PathRecipe::EnvWhichDefault)
-        {
+        match self.resolver.cuda_version(
+            VersionRecipe::NvccTorchFallback,
+            PathRecipe::EnvWhichDefault,
+        ) {
             Outcome::Value(v, _) => Some(v),
             _ => None,
         }
@@ -54,9 +54,9 @@ pub fn run(
         .with_override(cuda_version),
     };
     match rewrite::rewrite(module, &source, &ctx) {
-        Err(rewrite::Skip(reason)) => Ok(format!(
-            "{module}: would be loaded unchanged: {reason}\n"
-        )),
+        Err(rewrite::Skip(reason)) => {
+            Ok(format!("{module}: would be loaded unchanged: {reason}\n"))
+        }
         Ok(r) => {
             let mut out = rewrite::unified_diff(&file.display().to_string(), &source, &r.source);
             out.push_str("\nfolded values:\n");

@@ -121,7 +121,10 @@ pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
     let lib = find_preload(opts.lib.as_deref())?;
     let mut cmd = Command::new(program);
     cmd.args(args);
-    cmd.env("LD_PRELOAD", preload_value(&lib, std::env::var_os("LD_PRELOAD").as_deref()));
+    cmd.env(
+        "LD_PRELOAD",
+        preload_value(&lib, std::env::var_os("LD_PRELOAD").as_deref()),
+    );
     for (k, v) in &opts.env {
         cmd.env(k, v);
     }
@@ -134,7 +137,9 @@ pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
         .spawn()
         .map_err(|e| format!("cannot run {}: {e}", Path::new(program).display()))?;
     CHILD.store(child.id() as i32, Ordering::Relaxed);
-    let status = child.wait().map_err(|e| format!("waiting for the command: {e}"))?;
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for the command: {e}"))?;
     CHILD.store(0, Ordering::Relaxed);
     if let Some(dir) = &opts.report_dir {
         match crate::cli::report::run(dir, false) {

@@ -21,7 +21,10 @@ pub fn say(msg: &str) {
 }
 
 fn quiet() -> bool {
-    matches!(getenv(c"DYNAFOLD_LOG").as_deref(), Some("off") | Some("error"))
+    matches!(
+        getenv(c"DYNAFOLD_LOG").as_deref(),
+        Some("off") | Some("error")
+    )
 }
 
 fn getenv(name: &CStr) -> Option<String> {

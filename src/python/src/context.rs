@@ -5,7 +5,9 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use dynafold_core::cuda::{CudaVersion, Env, Outcome, PathRecipe, Resolver, TorchFacts, VersionRecipe};
+use dynafold_core::cuda::{
+    CudaVersion, Env, Outcome, PathRecipe, Resolver, TorchFacts, VersionRecipe,
+};
 use dynafold_core::rewrite::FoldContext;
 use pyo3::prelude::*;
 
@@ -61,7 +63,10 @@ fn torch_facts(py: Python<'_>, needs_torch_home: bool) -> TorchFacts {
     };
     let cuda_version = live().ok().flatten();
     let mut facts = match cuda_version {
-        Some(v) => TorchFacts { cuda_version: Some(v), cuda_home: None },
+        Some(v) => TorchFacts {
+            cuda_version: Some(v),
+            cuda_home: None,
+        },
         None => TorchFacts::from_torch_install(&sys_path(py)),
     };
     if needs_torch_home {

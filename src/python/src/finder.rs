@@ -113,9 +113,8 @@ pub fn move_first(py: Python<'_>) -> PyResult<()> {
         .find(|f| f.is_instance_of::<DynafoldFinder>());
     let ours = match ours {
         Some(f) => f,
-        None => keep_first::remembered(py).ok_or_else(|| {
-            pyo3::exceptions::PyRuntimeError::new_err("finder not installed")
-        })?,
+        None => keep_first::remembered(py)
+            .ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("finder not installed"))?,
     };
     while let Ok(i) = meta_path.index(&ours) {
         meta_path.del_item(i)?;

@@ -15,7 +15,10 @@ pub fn guarded<T>(py: Python<'_>, what: &str, f: impl FnOnce() -> PyResult<T>) -
     match result {
         Ok(Ok(v)) => Some(v),
         Ok(Err(e)) => {
-            log::warn!("{what}: {}; falling back to the normal import", one_line(py, &e));
+            log::warn!(
+                "{what}: {}; falling back to the normal import",
+                one_line(py, &e)
+            );
             None
         }
         Err(_) => {

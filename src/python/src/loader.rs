@@ -26,14 +26,15 @@ pub struct DynafoldLoader {
 pub fn wrap(py: Python<'_>, name: &str, spec: &Bound<'_, PyAny>) -> PyResult<bool> {
     let origin = spec.getattr("origin")?;
     let inner = spec.getattr("loader")?;
-    let is_source = origin
-        .extract::<String>()
-        .is_ok_and(|o| o.ends_with(".py"));
+    let is_source = origin.extract::<String>().is_ok_and(|o| o.ends_with(".py"));
     if !is_source || !inner.hasattr("get_data")? || !inner.hasattr("exec_module")? {
         log::info!("{name}: not a plain source module; loaded unchanged");
         return Ok(false);
     }
-    let ours = DynafoldLoader { inner: inner.unbind(), name: name.to_owned() };
+    let ours = DynafoldLoader {
+        inner: inner.unbind(),
+        name: name.to_owned(),
+    };
     spec.setattr("loader", Bound::new(py, ours)?)?;
     Ok(true)
 }
@@ -70,7 +71,9 @@ impl DynafoldLoader {
     fn exec_rewritten(&self, module: &Bound<'_, PyAny>) -> PyResult<bool> {
         let py = module.py();
         if dynafold_core::config::test_fault("exec_module") {
-            return Err(PyRuntimeError::new_err("fault injected by DYNAFOLD_TEST_FAULT"));
+            return Err(PyRuntimeError::new_err(
+                "fault injected by DYNAFOLD_TEST_FAULT",
+            ));
         }
         let origin: String = module.getattr("__spec__")?.getattr("origin")?.extract()?;
         let data = self.inner.bind(py).call_method1("get_data", (&origin,))?;
@@ -86,14 +89,19 @@ impl DynafoldLoader {
                 return Ok(false);
             }
         };
-        let code = py
-            .import("builtins")?
-            .getattr("compile")?
-            .call1((&rewritten.source, &origin, "exec", 0, true))?;
+        let code = py.import("builtins")?.getattr("compile")?.call1((
+            &rewritten.source,
+            &origin,
+            "exec",
+            0,
+            true,
+        ))?;
         let globals = module.getattr("__dict__")?;
         let globals = globals.cast::<PyDict>()?;
         define_globals(py, globals, &rewritten)?;
-        py.import("builtins")?.getattr("exec")?.call1((code, globals))?;
+        py.import("builtins")?
+            .getattr("exec")?
+            .call1((code, globals))?;
         if let Some(v) = rewritten.cuda_version.clone() {
             ctx.set_folded_version(v);
         }

@@ -20,7 +20,15 @@ pub fn wrap(py: Python<'_>, spec: &Bound<'_, PyAny>) -> PyResult<bool> {
     if !inner.hasattr("exec_module")? {
         return Ok(false);
     }
-    spec.setattr("loader", Bound::new(py, PostImportLoader { inner: inner.unbind() })?)?;
+    spec.setattr(
+        "loader",
+        Bound::new(
+            py,
+            PostImportLoader {
+                inner: inner.unbind(),
+            },
+        )?,
+    )?;
     Ok(true)
 }
 
