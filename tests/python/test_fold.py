@@ -1,0 +1,156 @@
+"""Issue 3, through the real preload path: FlashInfer's CUDA checks, folded at import time,
+answer exactly what unmodified FlashInfer answers in the same environment, without starting
+a process after import."""
+import json
+import os
+import pathlib
+import time
+
+import pytest
+
+from conftest import ROOT, clean_env, run
+
+CACHE = pathlib.Path(os.environ.get("DYNAFOLD_CACHE", pathlib.Path.home() / ".cache/dynafold"))
+PYTHON = CACHE / f"venv-torch{os.environ.get('DYNAFOLD_TORCH', '2.15.0')}" / "bin" / "python"
+RELEASES = os.environ.get("DYNAFOLD_FLASHINFER_RELEASES", "0.5.3 0.6.16 0.7.4").split()
+HELPER = ROOT / "tests" / "python" / "helpers" / "cuda_answers.py"
+
+
+def nvcc_script(body):
+    return "#!/bin/sh\n" + body + "\n"
+
+
+def release_text(v):
+    return nvcc_script(
+        'echo "nvcc: NVIDIA (R) Cuda compiler driver"\n'
+        f'echo "Cuda compilation tools, release {v}, V{v}.1"\n'
+        f'echo "Build cuda_{v}.r{v}/compiler.0_0"'
+    )
+
+
+def toolkit(tmp, name, script):
+    home = tmp / name
+    (home / "bin").mkdir(parents=True)
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text(script)
+    nvcc.chmod(0o755)
+    return str(home)
+
+
+def flashinfer_path(version):
+    p = CACHE / "flashinfer" / version
+    assert (p / ".complete").exists(), f"{p} missing: run scripts/test"
+    return str(p)
+
+
+BASE_PATH = "/usr/bin:/bin"
+
+
+def scenarios(tmp):
+    """name -> extra environment. Built fresh per test: each has its own fake toolkit."""
+    t = lambda n, s: toolkit(tmp, n, s)  # noqa: E731
+    on_path = t("onpath", release_text("13.0"))
+    return {
+        "CUDA_HOME 12.8": {"CUDA_HOME": t("c128", release_text("12.8"))},
+        "CUDA_HOME 11.8": {"CUDA_HOME": t("c118", release_text("11.8"))},
+        "CUDA_HOME 12.6": {"CUDA_HOME": t("c126", release_text("12.6"))},
+        "CUDA_HOME 13.0": {"CUDA_HOME": t("c130", release_text("13.0"))},
+        "CUDA_PATH only": {"CUDA_PATH": t("cpath", release_text("12.6"))},
+        "empty CUDA_HOME, CUDA_PATH": {"CUDA_HOME": "", "CUDA_PATH": t("cpath2", release_text("12.8"))},
+        "nvcc only on PATH": {"PATH": on_path + "/bin:" + BASE_PATH},
+        "no nvcc, CUDA torch": {},
+        "nvcc exits non-zero": {"CUDA_HOME": t("fail", nvcc_script("echo broken >&2; exit 1"))},
+        "nvcc prints garbage": {"CUDA_HOME": t("garbage", nvcc_script("echo 'hello world'"))},
+        "nvcc not executable": {"CUDA_HOME": toolkit(tmp, "noexec", release_text("12.8"))},
+    }
+
+
+def answers(release, env, preload=None, extra=None):
+    e = clean_env(PATH=BASE_PATH, PYTHONPATH=flashinfer_path(release))
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        e.pop(var, None)
+    e.update(env)
+    if preload:
+        e["LD_PRELOAD"] = preload
+    e.update(extra or {})
+    r = run([str(PYTHON), str(HELPER)], e, timeout=300)
+    lines = [l for l in r.stdout.decode().splitlines() if l.startswith("RESULT ")]
+    assert lines, r.stderr.decode()[-3000:]
+    return json.loads(lines[0][7:]), r.stderr.decode()
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_folded_answers_equal_flashinfer(preload, release, tmp_path):
+    cases = scenarios(tmp_path)
+    os.chmod(pathlib.Path(cases["nvcc not executable"]["CUDA_HOME"]) / "bin" / "nvcc", 0o644)
+    folded = 0
+    for name, env in cases.items():
+        plain, _ = answers(release, env)
+        ours, err = answers(release, env, preload)
+        assert ours["answers"] == plain["answers"], (name, ours, plain)
+        assert ours["version_type"] == plain["version_type"], name
+        assert plain["dynafold"] is None
+        if ours["dynafold"] is not None:
+            folded += 1
+            # Folded: asking again starts no process (unmodified FlashInfer would run nvcc).
+            assert ours["subprocesses_after_import"] == 0, (name, ours)
+            assert "DynafoldLoader" not in err
+        else:
+            # Not folded: one warning saying why, and FlashInfer's own behaviour.
+            assert "flashinfer.jit.cpp_ext: loaded unchanged:" in err, (name, err)
+    # Everything but the cases FlashInfer lets escape (not executable) is folded.
+    assert folded >= len(cases) - 1, folded
+
+
+def test_dynafold_metadata_says_what_and_where(preload, tmp_path):
+    home = toolkit(tmp_path, "c", release_text("12.8"))
+    ours, _ = answers(RELEASES[-1], {"CUDA_HOME": home}, preload)
+    info = ours["dynafold"]
+    rules = {r["rule"] for r in info["rules"]}
+    assert {"cpp_ext.get_cuda_path", "cpp_ext.get_cuda_version", "cpp_ext.is_cuda_version_at_least"} <= rules
+    assert info["values"]["__dynafold_cuda_version__"]["value"] == "12.8"
+    assert "nvcc --version" in info["values"]["__dynafold_cuda_version__"]["source"]
+    assert info["values"]["__dynafold_cuda_path__"] == {"value": home, "source": "CUDA_HOME"}
+    assert ours["version_type"] == "packaging.version"
+
+
+def test_hanging_nvcc_never_hangs_the_import(preload, tmp_path):
+    home = toolkit(tmp_path, "hang", nvcc_script("sleep 600"))
+    code = "import time; t = time.time(); import flashinfer.jit.cpp_ext as c; print('IMPORT', time.time() - t, hasattr(c, '__dynafold__'))"
+    e = clean_env(PATH=BASE_PATH, PYTHONPATH=flashinfer_path(RELEASES[-1]), CUDA_HOME=home,
+                  LD_PRELOAD=preload, DYNAFOLD_NVCC_TIMEOUT="2")
+    t = time.time()
+    r = run([str(PYTHON), "-c", code], e, timeout=120)
+    assert time.time() - t < 60
+    line = [l for l in r.stdout.decode().splitlines() if l.startswith("IMPORT")][0]
+    assert line.endswith("False"), line  # left to FlashInfer, which would hang when called
+    assert "loaded unchanged" in r.stderr.decode() and "timed out" in r.stderr.decode().lower()
+
+
+def test_hostile_override_never_executes(preload, tmp_path):
+    marker = tmp_path / "pwned"
+    home = toolkit(tmp_path, "c", release_text("12.6"))
+    hostile = f'12.8"); import os; os.system("touch {marker}")#'
+    ours, err = answers(RELEASES[-1], {"CUDA_HOME": home}, preload, {"DYNAFOLD_CUDA_VERSION": hostile})
+    assert not marker.exists()
+    assert "DYNAFOLD_CUDA_VERSION" in err and "ignored" in err
+    assert ours["answers"]["get_cuda_version"] == ["value", "Version", "12.6"]
+
+
+def test_valid_override_wins(preload, tmp_path):
+    home = toolkit(tmp_path, "c", release_text("12.6"))
+    ours, _ = answers(RELEASES[-1], {"CUDA_HOME": home}, preload, {"DYNAFOLD_CUDA_VERSION": "12.9"})
+    assert ours["answers"]["get_cuda_version"] == ["value", "Version", "12.9"]
+    assert ours["dynafold"]["values"]["__dynafold_cuda_version__"]["source"] == "DYNAFOLD_CUDA_VERSION"
+
+
+def test_no_poisoning_of_the_normal_pycache(preload, tmp_path):
+    calls = tmp_path / "calls"
+    home = toolkit(tmp_path, "c", nvcc_script(f'echo x >> {calls}\n' + release_text("12.8").split("\n", 1)[1]))
+    answers(RELEASES[-1], {"CUDA_HOME": home}, preload)
+    calls.unlink(missing_ok=True)
+    plain, _ = answers(RELEASES[-1], {"CUDA_HOME": home})
+    assert plain["dynafold"] is None
+    assert calls.exists(), "unmodified FlashInfer no longer runs nvcc: the rewrite leaked into a cache"
+    for pyc in (pathlib.Path(flashinfer_path(RELEASES[-1])) / "flashinfer" / "jit" / "__pycache__").glob("cpp_ext*.pyc"):
+        assert b"__dynafold" not in pyc.read_bytes(), pyc
