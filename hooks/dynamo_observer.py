@@ -15,8 +15,8 @@ The structured trace logger (`torch.__trace`) would carry the same facts, but a 
 makes torch build every trace payload (graphs, generated code) on every compile.
 
 Listening must not change what torch prints: where a logger is not already enabled at the level
-needed, it is lowered with propagation off, and this module forwards to the ancestors exactly
-the records that would have reached them before (see `_Tap`). Everything is wrapped: the first
+needed, its level is lowered and a logger filter drops, after observing them, exactly the
+records that would not have passed before (see `_Tap`). Everything is wrapped: the first
 unexpected error disables the observer with one line on the `dynafold` logger.
 """
 
@@ -103,103 +103,76 @@ def _say_once(key, msg, *args):
 # --- taps -------------------------------------------------------------------------------
 
 
-class _Tap(logging.Handler):
-    """A handler that sees `logger`'s records at `level` without changing what others see.
+class _Tap(logging.Filter):
+    """A filter on `logger` that hands its records at `level` to the observer without
+    changing what any handler sees.
 
-    When the logger is already enabled at `level` (e.g. TORCH_LOGS=graph_breaks), the handler
-    is only added. Otherwise the logger is lowered and propagation turned off, and `emit`
-    forwards to the ancestors' handlers (as `Logger.callHandlers` would) each record at or
-    above the level the logger had before; the logger's own other handlers get a filter with
-    that same threshold.
+    A logger filter runs before every handler, the logger's own and its ancestors', however
+    late they were added. When the logger is already enabled at `level` (e.g.
+    TORCH_LOGS=graph_breaks) only the filter is added and it lets everything through.
+    Otherwise the logger's level is lowered and the filter drops, after observing them, the
+    records below the level the logger had before, so handlers see exactly what they saw.
     """
 
-    def __init__(self, logger, level, on_record):
-        super().__init__(logging.NOTSET)
+    def __init__(self, logger, level, on_record, artifact=None):
+        super().__init__()
         self.logger = logger
         self.wanted = level
         self.on_record = on_record
+        self.artifact = artifact
+        # The logger's own level before it was lowered; None while it was not lowered.
         self.saved = None
-        self.gate = None
 
     def attach(self):
         lg = self.logger
-        if self not in lg.handlers:
-            lg.addHandler(self)
-        if lg.isEnabledFor(self.wanted):
+        if self not in lg.filters:
+            lg.addFilter(self)
+        if lg.level == self.wanted and self.saved is not None:
             return
-        self.saved = (lg.level, lg.propagate)
-        self.gate = _Gate(self)
-        for h in lg.handlers:
-            if h is not self:
-                h.addFilter(self.gate)
+        if lg.isEnabledFor(self.wanted):
+            self.saved = None
+            return
+        self.saved = lg.level
         lg.setLevel(self.wanted)
-        lg.propagate = False
-
-    def healthy(self):
-        return self in self.logger.handlers and self.logger.isEnabledFor(self.wanted)
 
     def detach(self):
         lg = self.logger
-        if self in lg.handlers:
-            lg.removeHandler(self)
-        if self.gate is not None:
-            for h in lg.handlers:
-                h.removeFilter(self.gate)
-            self.gate = None
-        if self.saved is not None and lg.level == self.wanted and lg.propagate is False:
-            lg.setLevel(self.saved[0])
-            lg.propagate = self.saved[1]
+        if self in lg.filters:
+            lg.removeFilter(self)
+        if self.saved is not None and lg.level == self.wanted:
+            lg.setLevel(self.saved)
         self.saved = None
 
     def threshold(self):
-        """The effective level the logger had before this tap lowered it."""
-        if self.saved is None:
+        """The effective level the logger would have without this tap."""
+        if self.saved is None or (self.artifact and _artifact_enabled(self.artifact)):
             return logging.NOTSET
-        if self.saved[0] != logging.NOTSET:
-            return self.saved[0]
+        if self.saved != logging.NOTSET:
+            return self.saved
         parent = self.logger.parent
         return parent.getEffectiveLevel() if parent is not None else logging.WARNING
 
-    def emit(self, record):
+    def filter(self, record):
         if _state["enabled"]:
             try:
                 self.on_record(record)
             except Exception as e:  # noqa: BLE001
                 _disable("%s while handling a %s record" % (repr(e), self.logger.name))
         try:
-            self._forward(record)
-        except Exception:  # noqa: BLE001 - printing is torch's business; never fail it here
-            pass
-
-    def _forward(self, record):
-        # Only while this tap owns propagation: once torch re-enables the logger itself
-        # (set_logs / TORCH_LOGS), it propagates on its own and forwarding would duplicate.
-        if self.saved is None or not self.saved[1] or self.logger.propagate:
-            return
-        if record.levelno < self.threshold():
-            return
-        found = 0
-        c = self.logger.parent
-        while c is not None:
-            for h in c.handlers:
-                found += 1
-                if record.levelno >= h.level:
-                    h.handle(record)
-            if not c.propagate:
-                break
-            c = c.parent
-        if found == 0 and logging.lastResort is not None:
-            if record.levelno >= logging.lastResort.level:
-                logging.lastResort.handle(record)
+            return record.levelno >= self.threshold()
+        except Exception:  # noqa: BLE001 - when unsure, behave as torch did by default
+            return record.levelno >= logging.WARNING
 
 
-class _Gate(logging.Filter):
-    def __init__(self, tap):
-        super().__init__()
-        self.tap = tap
+def _artifact_enabled(name):
+    # torch._logging.set_logs(graph_breaks=True) after install sets the level we set; ask
+    # torch whether the artifact is on rather than guessing from the level.
+    try:
+        from torch._logging._internal import log_state
 
-    def filter(self, record):
-        return record is None or record.levelno >= self.tap.threshold()
+        return bool(log_state.is_artifact_enabled(name))
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def _ensure_taps():
@@ -209,7 +182,7 @@ def _ensure_taps():
     names = [n for n in list(logging.Logger.manager.loggerDict) if isinstance(n, str)
              and n.startswith("torch.") and n.endswith(".__graph_breaks")]
     for name in names:
-        _tap(name, logging.DEBUG, _on_graph_break_record)
+        _tap(name, logging.DEBUG, _on_graph_break_record, "graph_breaks")
     if not names:
         _say_once("no-gb-logger", "torch %s has no graph_breaks artifact logger; graph breaks "
                   "under fullgraph=False are not observed", _state["torch_version"])
@@ -222,16 +195,15 @@ def _ensure_taps():
                   "failures are seen only where they are also graph breaks",
                   _state["torch_version"])
     for tap in list(taps.values()):
-        if not tap.healthy():
-            tap.attach()
+        tap.attach()
     return bool(taps)
 
 
-def _tap(name, level, on_record):
+def _tap(name, level, on_record, artifact=None):
     taps = _state["taps"]
     if name in taps:
         return
-    tap = _Tap(logging.getLogger(name), level, on_record)
+    tap = _Tap(logging.getLogger(name), level, on_record, artifact)
     tap.attach()
     taps[name] = tap
 
