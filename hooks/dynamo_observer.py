@@ -97,7 +97,7 @@ def _say_once(key, msg, *args):
     if key in _state["said"]:
         return
     _state["said"].add(key)
-    _log.info("dynafold: " + msg, *args)
+    _log.warning("dynafold: " + msg, *args)
 
 
 # --- taps -------------------------------------------------------------------------------
