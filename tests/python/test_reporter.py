@@ -264,3 +264,40 @@ def test_handlers_added_later_see_no_extra_records(records):
             lg.removeHandler(keep)
     assert len(records) == 2
     assert [r for r in seen if r.levelno < logging.WARNING] == []
+
+
+def test_observation_survives_torch_resetting_its_loggers(records):
+    import logging
+
+    torch._logging.set_logs(dynamo=logging.WARNING)  # resets every artifact logger's level
+    try:
+        run_compiled(breaks_print, False, torch.ones(3))
+    finally:
+        torch._logging.set_logs()
+    assert len(records) == 1
+
+
+def _branch_helper(x):
+    if x.sum() > 0:
+        return x + 1
+    return x - 1
+
+
+def breaks_in_helper(x):
+    x = x * 2
+    return _branch_helper(x)
+
+
+def test_repeat_logged_without_exception_is_attributed(records):
+    # The break in the inlined helper is logged with the live exception; when Dynamo then
+    # compiles the helper as its own frame, it logs the same break again as a "duplicate"
+    # outside its except block. Both must name the same line.
+    run_compiled(breaks_in_helper, False, torch.ones(3))
+    line = line_of(_branch_helper, "if x.sum() > 0")
+    assert len(records) >= 2, records
+    assert [r["break_type"] for r in records] == ["gb0170"] * len(records)
+    assert records[0]["user_frame"]["line"] == line_of(breaks_in_helper, "return _branch_helper")
+    assert records[0]["library_frame"]["line"] == line
+    for r in records[1:]:
+        assert r["user_frame"] == {"file": __file__, "line": line, "function": "_branch_helper"}
+        assert r["reason"] == records[0]["reason"]
