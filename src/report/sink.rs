@@ -268,6 +268,32 @@ mod tests {
     }
 
     #[test]
+    fn concurrent_records_give_whole_lines_and_exact_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = std::sync::Arc::new(Recorder::new(Some(dir.path().to_path_buf())));
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let r = r.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        r.record(rec(t % 2));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(r.total(), 200);
+        let text = std::fs::read_to_string(r.path().unwrap()).unwrap();
+        let merged = crate::report::merge::merge_texts(vec![("f".into(), text)]);
+        assert_eq!(
+            (merged.bad_lines, merged.torn_lines, merged.total),
+            (0, 0, 200)
+        );
+    }
+
+    #[test]
     fn existing_name_or_symlink_is_never_reused() {
         let dir = tempfile::tempdir().unwrap();
         let host = hostname();
