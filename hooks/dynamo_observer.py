@@ -15,8 +15,8 @@ The structured trace logger (`torch.__trace`) would carry the same facts, but a 
 makes torch build every trace payload (graphs, generated code) on every compile.
 
 Listening must not change what torch prints: where a logger is not already enabled at the level
-needed, it is lowered with propagation off, and this module forwards to the ancestors exactly
-the records that would have reached them before (see `_Tap`). Everything is wrapped: the first
+needed, its level is lowered and a logger filter drops, after observing them, exactly the
+records that would not have passed before (see `_Tap`). Everything is wrapped: the first
 unexpected error disables the observer with one line on the `dynafold` logger.
 """
 
@@ -45,6 +45,8 @@ _state = {
     "gb_ids": None,
     "said": set(),
     "torch_version": None,
+    "logger_count": -1,
+    "gb_loggers": [],
 }
 
 
@@ -59,9 +61,7 @@ def install(sink):
         _state["sink"] = sink
         _state["torch_version"] = str(getattr(torch, "__version__", "?"))
         _state["enabled"] = True
-        live = _ensure_taps()
-        _register_compile_start()
-        return live
+        return _ensure_taps()
     except Exception as e:  # noqa: BLE001 - the observer must never break the host process
         _disable("install failed: %r" % (e,))
         return False
@@ -97,141 +97,121 @@ def _say_once(key, msg, *args):
     if key in _state["said"]:
         return
     _state["said"].add(key)
-    _log.info("dynafold: " + msg, *args)
+    _log.warning("dynafold: " + msg, *args)
 
 
 # --- taps -------------------------------------------------------------------------------
 
 
-class _Tap(logging.Handler):
-    """A handler that sees `logger`'s records at `level` without changing what others see.
+class _Tap(logging.Filter):
+    """A filter on `logger` that hands its records at `level` to the observer without
+    changing what any handler sees.
 
-    When the logger is already enabled at `level` (e.g. TORCH_LOGS=graph_breaks), the handler
-    is only added. Otherwise the logger is lowered and propagation turned off, and `emit`
-    forwards to the ancestors' handlers (as `Logger.callHandlers` would) each record at or
-    above the level the logger had before; the logger's own other handlers get a filter with
-    that same threshold.
+    A logger filter runs before every handler, the logger's own and its ancestors', however
+    late they were added. When the logger is already enabled at `level` (e.g.
+    TORCH_LOGS=graph_breaks) only the filter is added and it lets everything through.
+    Otherwise the logger's level is lowered and the filter drops, after observing them, the
+    records below the level the logger had before, so handlers see exactly what they saw.
     """
 
-    def __init__(self, logger, level, on_record):
-        super().__init__(logging.NOTSET)
+    def __init__(self, logger, level, on_record, artifact=None):
+        super().__init__()
         self.logger = logger
         self.wanted = level
         self.on_record = on_record
+        self.artifact = artifact
+        # The logger's own level before it was lowered; None while it was not lowered.
         self.saved = None
-        self.gate = None
 
     def attach(self):
         lg = self.logger
-        if self not in lg.handlers:
-            lg.addHandler(self)
-        if lg.isEnabledFor(self.wanted):
+        if self not in lg.filters:
+            lg.addFilter(self)
+        if lg.level == self.wanted and self.saved is not None:
             return
-        self.saved = (lg.level, lg.propagate)
-        self.gate = _Gate(self)
-        for h in lg.handlers:
-            if h is not self:
-                h.addFilter(self.gate)
+        if lg.isEnabledFor(self.wanted):
+            self.saved = None
+            return
+        self.saved = lg.level
         lg.setLevel(self.wanted)
-        lg.propagate = False
-
-    def healthy(self):
-        return self in self.logger.handlers and self.logger.isEnabledFor(self.wanted)
 
     def detach(self):
         lg = self.logger
-        if self in lg.handlers:
-            lg.removeHandler(self)
-        if self.gate is not None:
-            for h in lg.handlers:
-                h.removeFilter(self.gate)
-            self.gate = None
-        if self.saved is not None and lg.level == self.wanted and lg.propagate is False:
-            lg.setLevel(self.saved[0])
-            lg.propagate = self.saved[1]
+        if self in lg.filters:
+            lg.removeFilter(self)
+        if self.saved is not None and lg.level == self.wanted:
+            lg.setLevel(self.saved)
         self.saved = None
 
     def threshold(self):
-        """The effective level the logger had before this tap lowered it."""
-        if self.saved is None:
+        """The effective level the logger would have without this tap."""
+        if self.saved is None or (self.artifact and _artifact_enabled(self.artifact)):
             return logging.NOTSET
-        if self.saved[0] != logging.NOTSET:
-            return self.saved[0]
+        if self.saved != logging.NOTSET:
+            return self.saved
         parent = self.logger.parent
         return parent.getEffectiveLevel() if parent is not None else logging.WARNING
 
-    def emit(self, record):
+    def filter(self, record):
         if _state["enabled"]:
             try:
                 self.on_record(record)
             except Exception as e:  # noqa: BLE001
                 _disable("%s while handling a %s record" % (repr(e), self.logger.name))
         try:
-            self._forward(record)
-        except Exception:  # noqa: BLE001 - printing is torch's business; never fail it here
-            pass
-
-    def _forward(self, record):
-        # Only while this tap owns propagation: once torch re-enables the logger itself
-        # (set_logs / TORCH_LOGS), it propagates on its own and forwarding would duplicate.
-        if self.saved is None or not self.saved[1] or self.logger.propagate:
-            return
-        if record.levelno < self.threshold():
-            return
-        found = 0
-        c = self.logger.parent
-        while c is not None:
-            for h in c.handlers:
-                found += 1
-                if record.levelno >= h.level:
-                    h.handle(record)
-            if not c.propagate:
-                break
-            c = c.parent
-        if found == 0 and logging.lastResort is not None:
-            if record.levelno >= logging.lastResort.level:
-                logging.lastResort.handle(record)
+            return record.levelno >= self.threshold()
+        except Exception:  # noqa: BLE001 - when unsure, behave as torch did by default
+            return record.levelno >= logging.WARNING
 
 
-class _Gate(logging.Filter):
-    def __init__(self, tap):
-        super().__init__()
-        self.tap = tap
+def _artifact_enabled(name):
+    # torch._logging.set_logs(graph_breaks=True) after install sets the level we set; ask
+    # torch whether the artifact is on rather than guessing from the level.
+    try:
+        from torch._logging._internal import log_state
 
-    def filter(self, record):
-        return record is None or record.levelno >= self.tap.threshold()
+        return bool(log_state.is_artifact_enabled(name))
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def _ensure_taps():
+    """Taps every graph_breaks logger and torch._utils_internal, and re-lowers any level torch
+    reset (torch._logging.set_logs does). Runs at install and at each compile start."""
     if not _state["enabled"]:
         return False
     taps = _state["taps"]
-    names = [n for n in list(logging.Logger.manager.loggerDict) if isinstance(n, str)
-             and n.startswith("torch.") and n.endswith(".__graph_breaks")]
+    registry = logging.Logger.manager.loggerDict
+    if len(registry) != _state["logger_count"]:
+        # Artifact loggers are created when their module is imported: look again only when
+        # a logger was added.
+        _state["logger_count"] = len(registry)
+        _state["gb_loggers"] = [n for n in list(registry) if isinstance(n, str)
+                                and n.startswith("torch.") and n.endswith(".__graph_breaks")]
+    names = _state["gb_loggers"]
     for name in names:
-        _tap(name, logging.DEBUG, _on_graph_break_record)
+        _tap(name, logging.DEBUG, _on_graph_break_record, "graph_breaks")
     if not names:
         _say_once("no-gb-logger", "torch %s has no graph_breaks artifact logger; graph breaks "
                   "under fullgraph=False are not observed", _state["torch_version"])
-    metrics_ok = _metrics_hook_available()
-    if metrics_ok:
-        _tap("torch._utils_internal", logging.INFO, _on_metrics_record)
-    else:
+    # Also tapped without the metrics hook: signpost_event logs there at each compile start,
+    # which is when taps are re-checked (Dynamo's start callbacks are cleared by reset()).
+    _tap("torch._utils_internal", logging.INFO, _on_internal_record)
+    if not _metrics_hook_available():
         _say_once("no-metrics", "torch %s does not log compilation metrics "
                   "(log_compilation_event / config.log_compilation_metrics); fullgraph=True "
                   "failures are seen only where they are also graph breaks",
                   _state["torch_version"])
     for tap in list(taps.values()):
-        if not tap.healthy():
-            tap.attach()
+        tap.attach()
     return bool(taps)
 
 
-def _tap(name, level, on_record):
+def _tap(name, level, on_record, artifact=None):
     taps = _state["taps"]
     if name in taps:
         return
-    tap = _Tap(logging.getLogger(name), level, on_record)
+    tap = _Tap(logging.getLogger(name), level, on_record, artifact)
     tap.attach()
     taps[name] = tap
 
@@ -245,26 +225,6 @@ def _metrics_hook_available():
             getattr(cfg, "log_compilation_metrics", False))
     except Exception:  # noqa: BLE001
         return False
-
-
-def _register_compile_start():
-    # torch.set_logs / TORCH_LOGS resets artifact loggers; re-check the taps before each
-    # frame compile so a reset never silently stops observation.
-    try:
-        from torch._dynamo.callback import callback_handler
-
-        callback_handler.register_start_callback(_on_compile_start)
-    except Exception as e:  # noqa: BLE001
-        _say_once("no-start-cb", "no Dynamo compile-start callback (%r); taps are not "
-                  "re-checked after torch resets its loggers", e)
-
-
-def _on_compile_start(*_args, **_kwargs):
-    try:
-        if _state["enabled"]:
-            _ensure_taps()
-    except Exception as e:  # noqa: BLE001
-        _disable("re-checking taps failed: %r" % (e,))
 
 
 # --- records ------------------------------------------------------------------------------
@@ -287,10 +247,11 @@ def _on_graph_break_record(record):
     _emit(rec)
 
 
-def _on_metrics_record(record):
+def _on_internal_record(record):
     args = record.args
     metrics = args[0] if isinstance(args, tuple) and args else None
     if metrics is None or type(metrics).__name__ != "CompilationMetrics":
+        _ensure_taps()
         return
     fail_type = getattr(metrics, "fail_type", None)
     if not fail_type:
@@ -394,21 +355,44 @@ def _from_exception(exc, compile_frame, source):
 
 
 def _from_message(msg, compile_frame):
-    # No live exception (a torch that logs outside its except block): parse the log line.
-    m = re.search(r"in user code at (.+?):(\d+)", msg)
-    reason_m = re.search(r"Graph Break Reason: (.*)", msg)
-    reason = reason_m.group(1) if reason_m else _first_line(msg)
-    rec = _base_record(_gb_id(None, msg) or "graph_break", _reason(reason, None))
+    """No live exception: Dynamo logs repeats of a (gb_type, location) pair outside its except
+    block ("user stack suppressed due to duplicate graph break"), e.g. when it compiles an
+    inner frame on its own after a break in its caller. The log text has the location and
+    the reason; the compiled code comes from the `_compile` frame."""
+    loc = re.search(r"in user code at (.+?):(\d+)\s*$", msg.splitlines()[0] if msg else "")
+    body = msg.split("Graph Break Reason:", 1)[1] if "Graph Break Reason:" in msg else msg
+    body = body.split("User code traceback:", 1)[0]
+    gb_type = None
+    for ln in body.splitlines():
+        ln = ln.strip()
+        if ln and not _PREFIX_RE.match(ln):
+            gb_type = ln
+            break
+    gb_id = _gb_id(gb_type, body)
+    rec = _base_record(gb_id or gb_type or "graph_break", _reason(body, gb_type))
+    rec["gb_type"] = gb_type
     rec["source"] = "graph_breaks(text)"
     frames = []
     code = _compiled_code(compile_frame)
+    where = (loc.group(1), int(loc.group(2))) if loc else None
     if code is not None:
-        frames.append(_frame(code.co_filename, code.co_firstlineno, code.co_name))
-    if m:
-        frames.append(_frame(m.group(1), int(m.group(2)), "?"))
+        if where is not None and where[0] == code.co_filename and _code_has_line(code, where[1]):
+            frames.append(_frame(where[0], where[1], code.co_name))
+            where = None
+        else:
+            frames.append(_frame(code.co_filename, code.co_firstlineno, code.co_name))
+    if where is not None:
+        frames.append(_frame(where[0], where[1], "?"))
     _attribute(rec, frames)
-    rec["hint"] = _hint(rec, msg)
+    rec["hint"] = _hint(rec, body)
     return rec
+
+
+def _code_has_line(code, line):
+    try:
+        return any(ln == line for _s, _e, ln in code.co_lines())
+    except Exception:  # noqa: BLE001 - co_lines is 3.10+; the first line is a fair guess
+        return line == code.co_firstlineno
 
 
 def _frames_of(exc):
@@ -616,6 +600,9 @@ def _compiled_code(frame):
 
 # --- hints ------------------------------------------------------------------------------
 
+_FFI_HINT = ("call into a C/FFI extension Dynamo cannot trace: wrap the kernel in "
+             "torch.library.custom_op with a fake implementation")
+
 _HINTS = (
     ("subprocess", ("subprocess.py", "subprocess", "popen"),
      "subprocess at trace time: compute the value before compiling (dynafold folds "
@@ -630,28 +617,40 @@ _HINTS = (
             "mkdir", "io.open", "builtin `open`", "listdir", "scandir", "makedirs"),
      "file-system access (os.stat, Path.exists, open, mkdir) at trace time: do it before "
      "compiling, outside the compiled function"),
-    ("print", ("`print`", "logging/__init__.py", "print(", "logger", "warnings.warn"),
-     "print/logging in the compiled region: drop it or list it in "
-     "torch._dynamo.config.reorderable_logging_functions"),
     ("time", ("datetime", "method `now`", "perf_counter", "time.time", "time.monotonic",
               "builtin `time."),
      "wall-clock read (datetime.now, time.perf_counter) at trace time: move it out of the "
      "compiled region"),
-    ("ffi", ("tvm_ffi", "ffi.function", "pybind", "c/c++ python extension", "c extension",
-             "cannot determine source file"),
-     "call into a C/FFI extension Dynamo cannot trace: wrap the kernel in "
-     "torch.library.custom_op with a fake implementation"),
+    ("print", ("`print`", "logging/__init__.py", "logger", "logging"),
+     "print/logging in the compiled region: drop it or list it in "
+     "torch._dynamo.config.reorderable_logging_functions"),
+    ("ffi", ("tvm_ffi", "ffi.function", "pybind", "cannot determine source file"),
+     _FFI_HINT),
 )
 
 
 def _hint(rec, text):
+    # Only what identifies this break: the reason, Dynamo's debug context and the frames.
+    # The rest of Dynamo's message is boilerplate shared by many breaks ("(e.g.
+    # _warnings.warn) ... C/C++ Python extension (perhaps created with pybind)").
+    context = ""
+    m = re.search(r"Developer debug context:(.*)", str(text))
+    if m:
+        context = m.group(1)
+    lib = rec["library_frame"] or {}
+    via = rec["via_frame"] or {}
     hay = " ".join([
-        str(text),
+        rec["reason"] or "",
+        rec.get("gb_type") or "",
+        context,
         " ".join(rec["stack"]),
-        (rec["library_frame"] or {}).get("package") or "",
+        lib.get("package") or "",
+        via.get("package") or "",
     ]).lower()
     for _key, needles, hint in _HINTS:
         for needle in needles:
             if needle in hay:
                 return hint
+    if "builtin `" in hay or "skipped" in hay:
+        return _FFI_HINT
     return None

@@ -50,7 +50,8 @@ impl Site {
         site
     }
 
-    fn note(&mut self, r: &Record, host: &str) {
+    /// Folds one more occurrence's ranks, pids, torch and fullgraph into the row.
+    pub(crate) fn note(&mut self, r: &Record, host: &str) {
         self.ranks.extend(r.rank);
         if r.pid != 0 {
             self.pids.insert(r.pid);

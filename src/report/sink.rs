@@ -23,7 +23,7 @@ use super::record::{Line, Record, SiteKey};
 const NAME_ATTEMPTS: u32 = 100;
 
 pub struct Recorder {
-    sites: DashMap<SiteKey, (u64, Record)>,
+    sites: DashMap<SiteKey, Site>,
     dir: Option<PathBuf>,
     host: String,
     file: Mutex<FileState>,
@@ -61,9 +61,15 @@ impl Recorder {
         self.forget_parent_after_fork();
         let key = record.site_key();
         let count = {
-            let mut entry = self.sites.entry(key).or_insert_with(|| (0, record.clone()));
-            entry.0 += 1;
-            entry.0
+            let mut entry = self
+                .sites
+                .entry(key)
+                .or_insert_with(|| Site::from_record(record.clone(), 0));
+            entry.count += 1;
+            if entry.count > 1 {
+                entry.note(&record, &self.host);
+            }
+            entry.count
         };
         if self.dir.is_some() {
             let line = Line {
@@ -79,14 +85,11 @@ impl Recorder {
 
     /// Sites seen in this process, as rows for the table.
     pub fn sites(&self) -> Vec<Site> {
-        self.sites
-            .iter()
-            .map(|e| Site::from_record(e.value().1.clone(), e.value().0))
-            .collect()
+        self.sites.iter().map(|e| e.value().clone()).collect()
     }
 
     pub fn total(&self) -> u64 {
-        self.sites.iter().map(|e| e.value().0).sum()
+        self.sites.iter().map(|e| e.value().count).sum()
     }
 
     /// The report file, once one has been opened.
@@ -242,6 +245,13 @@ mod tests {
         assert_eq!(r.record(rec(1)), 2);
         assert_eq!(r.record(rec(2)), 1);
         assert_eq!(r.total(), 3);
+        let mut again = rec(1);
+        again.fullgraph = Some(true);
+        again.rank = Some(4);
+        r.record(again);
+        let site = r.sites().into_iter().find(|s| s.count == 3).unwrap();
+        assert!(site.fullgraph.contains(&true));
+        assert!(site.ranks.contains(&4));
         assert_eq!(r.sites().len(), 2);
         let path = r.path().unwrap();
         let meta = std::fs::metadata(&path).unwrap();
@@ -253,7 +263,33 @@ mod tests {
             .collect();
         assert_eq!(
             lines.iter().map(|l| l.count).collect::<Vec<_>>(),
-            vec![1, 2, 1]
+            vec![1, 2, 1, 3]
+        );
+    }
+
+    #[test]
+    fn concurrent_records_give_whole_lines_and_exact_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = std::sync::Arc::new(Recorder::new(Some(dir.path().to_path_buf())));
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let r = r.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        r.record(rec(t % 2));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(r.total(), 200);
+        let text = std::fs::read_to_string(r.path().unwrap()).unwrap();
+        let merged = crate::report::merge::merge_texts(vec![("f".into(), text)]);
+        assert_eq!(
+            (merged.bad_lines, merged.torn_lines, merged.total),
+            (0, 0, 200)
         );
     }
 

@@ -107,7 +107,10 @@ fn render_sites(out: &mut String, sites: &[Site], limit: usize) {
         let _ = writeln!(out, "  ... and {} more site(s)", sites.len() - limit);
     }
     if sites.iter().any(|s| s.fullgraph.contains(&true)) {
-        let _ = writeln!(out, "\n  type! = failed a fullgraph=True compile");
+        let _ = writeln!(
+            out,
+            "\n  type! = at least one occurrence failed a fullgraph=True compile"
+        );
     }
 }
 
