@@ -14,8 +14,4 @@ mod keep_first;
 mod loader;
 mod logging;
 mod post_import;
-
-/// Starts the graph-break observer (wired to the reporter once it lands).
-fn observer_start(_py: pyo3::Python<'_>) -> pyo3::PyResult<()> {
-    Ok(())
-}
+mod reporter;

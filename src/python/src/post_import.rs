@@ -53,7 +53,7 @@ impl PostImportLoader {
             let _ = spec.setattr("loader", inner);
         }
         crate::guard::guarded(py, "starting the graph-break observer", || {
-            crate::observer_start(py)
+            crate::reporter::install_observer(py)
         });
         Ok(())
     }
