@@ -76,6 +76,25 @@ fn valid_log_filter(v: &str) -> bool {
         })
 }
 
+/// `DYNAFOLD_FP4_OPAQUE`: whether the fp4 kernel is made traceable (default yes).
+pub fn fp4_opaque() -> bool {
+    flag("DYNAFOLD_FP4_OPAQUE", true)
+}
+
+/// A yes/no variable; anything else gets one warning and `default`.
+pub fn flag(name: &str, default: bool) -> bool {
+    let Some(v) = var(name) else { return default };
+    match v.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => true,
+        "0" | "false" | "no" | "off" => false,
+        "" => default,
+        _ => {
+            log::warn!("{name}={v:?} is not one of 1/0/true/false/yes/no/on/off; using the default ({default})");
+            default
+        }
+    }
+}
+
 /// `DYNAFOLD_CUDA_VERSION`, when set and valid.
 pub fn cuda_override() -> Option<CudaVersion> {
     let v = var("DYNAFOLD_CUDA_VERSION")?;

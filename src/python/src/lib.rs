@@ -7,8 +7,10 @@
 //! boundary and no Python exception may be left set.
 
 mod context;
+mod embedded;
 mod entry;
 mod finder;
+mod fp4_opaque;
 mod guard;
 mod keep_first;
 mod loader;

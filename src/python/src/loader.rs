@@ -53,6 +53,11 @@ impl DynafoldLoader {
         if done != Some(true) {
             self.inner.bind(py).call_method1("exec_module", (module,))?;
         }
+        if crate::fp4_opaque::is_target(&self.name) {
+            guard::guarded(py, &format!("fp4 path of {}", self.name), || {
+                crate::fp4_opaque::install(py, &self.name, module)
+            });
+        }
         Ok(())
     }
 
