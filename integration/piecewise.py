@@ -58,7 +58,8 @@ class _GraphedPiece(torch.nn.Module):
 class PiecewiseBackend:
     def __init__(self, cuda_graphs=False):
         self.cuda_graphs = cuda_graphs
-        self.pieces = 0
+        self.pieces = 0  # graph pieces of the latest compile (each batch size recompiles)
+        self.compiles = 0
         self.graphs = []
         self.pool = torch.cuda.graph_pool_handle() if cuda_graphs else None
 
@@ -72,6 +73,8 @@ class PiecewiseBackend:
             else:
                 part[node] = current
         split = split_module(gm, None, lambda n: part[n], keep_original_order=True)
+        self.compiles += 1
+        self.pieces = 0
         for name, sub in list(split.named_children()):
             is_marker = any(
                 n.op == "call_function" and n.target in (SPLIT, torch.ops.dynafold_demo.split)
