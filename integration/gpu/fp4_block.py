@@ -54,7 +54,7 @@ class FP4Block(torch.nn.Module):
         vals = torch.stack((lo, hi), dim=-1).reshape(q.shape[0], -1)
         scales = sf.view(torch.float8_e4m3fn).to(torch.bfloat16).repeat_interleave(16, dim=1)
         deq = vals * scales / self.global_scale.to(torch.bfloat16)
-        return F.linear(deq, self.w2), q, sf
+        return F.linear(deq, self.w2), q, sf, h
 
 
 def inputs(bs, device="cuda"):
@@ -164,12 +164,12 @@ def per_output(eager_runs, got):
     """For each output (out, q, sf): rows where eager agrees with itself, how many of those
     the compiled run matches bit for bit, and how close everything is."""
     stats = {}
-    for i, name in enumerate(("out", "q", "sf")):
+    for i, name in enumerate(("out", "q", "sf", "h")):
         runs = [(r[i],) for r in eager_runs]
         stable = stable_rows(runs)
         equal = stable_rows([runs[0], (got[i],)])
         a, b = eager_runs[0][i], got[i]
-        if name == "out":
+        if name in ("out", "h"):
             closeness = {"max_abs_diff": float((a.float() - b.float()).abs().max()),
                          "eager_vs_eager_max_abs_diff": float((a.float() - eager_runs[1][i].float()).abs().max())}
         else:
