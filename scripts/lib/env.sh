@@ -4,6 +4,8 @@
 
 DYNAFOLD_CACHE=${DYNAFOLD_CACHE:-$HOME/.cache/dynafold}
 TORCH_VERSION=${DYNAFOLD_TORCH:-2.15.0}
+# The oldest torch the graph-break reporter supports; its tests run there too.
+OLD_TORCH_VERSION=${DYNAFOLD_OLD_TORCH:-2.9.1}
 BASE_PYTHON=${DYNAFOLD_BASE_PYTHON:-python3}
 VENV="$DYNAFOLD_CACHE/venv-torch$TORCH_VERSION"
 FLASHINFER_DIR="$DYNAFOLD_CACHE/flashinfer"
@@ -15,14 +17,17 @@ FLASHINFER_DEPS="apache-tvm-ffi packaging filelock requests tqdm nvidia-ml-py ei
 
 log() { printf '[dynafold setup] %s\n' "$*" >&2; }
 
+# ensure_venv [TORCH_VERSION]: the environment for that torch (default $TORCH_VERSION).
 ensure_venv() {
-  if [ -x "$VENV/bin/python" ] && [ -f "$VENV/.complete" ]; then return 0; fi
-  log "creating $VENV (torch $TORCH_VERSION from PyPI; first time only, a few minutes)"
-  rm -rf "$VENV"
-  "$BASE_PYTHON" -m venv "$VENV" || return 1
-  "$VENV/bin/python" -m pip install -q --upgrade pip || return 1
-  "$VENV/bin/python" -m pip install -q "torch==$TORCH_VERSION" $FLASHINFER_DEPS pytest maturin || return 1
-  touch "$VENV/.complete"
+  local torch=${1:-$TORCH_VERSION}
+  local venv="$DYNAFOLD_CACHE/venv-torch$torch"
+  if [ -x "$venv/bin/python" ] && [ -f "$venv/.complete" ]; then return 0; fi
+  log "creating $venv (torch $torch from PyPI; first time only, a few minutes)"
+  rm -rf "$venv"
+  "$BASE_PYTHON" -m venv "$venv" || return 1
+  "$venv/bin/python" -m pip install -q --upgrade pip || return 1
+  "$venv/bin/python" -m pip install -q "torch==$torch" $FLASHINFER_DEPS pytest maturin || return 1
+  touch "$venv/.complete"
 }
 
 # ensure_flashinfer VERSION: installs that release (no deps) into its own folder, prints it.
