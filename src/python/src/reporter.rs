@@ -5,13 +5,11 @@
 //! `reporter::install_observer(py)`. Everything here swallows its errors into one log line:
 //! the host is a production server and a report must never cost it a request.
 
-use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use dynafold_core::report::{table, Record, Recorder};
 use pyo3::prelude::*;
-use pyo3::types::PyModule;
 
 const OBSERVER_SRC: &str = include_str!("../../../hooks/dynamo_observer.py");
 /// Rows in the exit summary; `dynafold report` shows all of them.
@@ -62,11 +60,9 @@ fn to_record(py: Python<'_>, record: &Bound<'_, PyAny>) -> Result<Record, String
 /// registers the exit summary once. Errors come back as `PyErr` for the caller to log; no
 /// Python exception is left set.
 pub fn install_observer(py: Python<'_>) -> PyResult<()> {
-    let code = CString::new(OBSERVER_SRC)
-        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-    let module = PyModule::from_code(
+    let module = crate::embedded::module(
         py,
-        &code,
+        OBSERVER_SRC,
         c"<dynafold>/hooks/dynamo_observer.py",
         c"_dynafold_observer",
     )?;
