@@ -23,6 +23,16 @@ struct Cli {
 enum Command {
     /// Run COMMAND with dynafold active in every Python process it starts.
     Run(RunArgs),
+    /// Check that `dynafold run` will work here: Python, torch, FlashInfer, CUDA version
+    /// sources, the rules, and a live start with the preload. Exits 0 only when all is well.
+    Doctor {
+        /// The Python the server runs with (default: python3 on PATH).
+        #[arg(long, value_name = "PATH")]
+        python: Option<PathBuf>,
+        /// The preload library to check (default: beside this binary).
+        #[arg(long, env = "DYNAFOLD_LIB", value_name = "PATH")]
+        lib: Option<PathBuf>,
+    },
     /// Merge the graph-break reports of a run into one table.
     Report {
         /// The report folder (DYNAFOLD_REPORT_DIR of the run).
@@ -85,6 +95,15 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run(args),
+        Command::Doctor { python, lib } => {
+            let (out, code) = cli::doctor::run(&cli::doctor::DoctorOptions {
+                python,
+                lib,
+                nvcc_timeout: dynafold_core::config::nvcc_timeout(),
+            });
+            print!("{out}");
+            Ok(code)
+        }
         Command::Report { dir, json } => cli::report::run(&dir, json).map(|out| {
             print!("{out}");
             0
