@@ -34,11 +34,18 @@ pub struct RunOptions {
 pub fn find_preload(explicit: Option<&Path>) -> Result<PathBuf, String> {
     let candidate = match explicit {
         Some(p) => p.to_path_buf(),
-        None => std::env::current_exe()
-            .map_err(|e| format!("cannot locate the dynafold binary: {e}"))?
-            .canonicalize()
-            .map_err(|e| format!("cannot resolve the dynafold binary: {e}"))?
-            .with_file_name(PRELOAD_LIB),
+        None => {
+            let exe = std::env::current_exe()
+                .map_err(|e| format!("cannot locate the dynafold binary: {e}"))?
+                .canonicalize()
+                .map_err(|e| format!("cannot resolve the dynafold binary: {e}"))?;
+            let beside = exe.with_file_name(PRELOAD_LIB);
+            if beside.exists() {
+                beside
+            } else {
+                installed_package(&exe).unwrap_or(beside)
+            }
+        }
     };
     let abs = candidate
         .canonicalize()
@@ -70,6 +77,25 @@ pub fn find_preload(explicit: Option<&Path>) -> Result<PathBuf, String> {
         ));
     }
     Ok(abs)
+}
+
+/// `pip install` puts this binary in `PREFIX/bin` and the libraries in the `dynafold` package
+/// under `PREFIX/lib/pythonX.Y/site-packages` (venv, `--user` and `--prefix` alike).
+fn installed_package(exe: &Path) -> Option<PathBuf> {
+    let lib = exe.parent()?.parent()?.join("lib");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(lib)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+        .flat_map(|e| {
+            ["site-packages", "dist-packages"]
+                .map(|site| e.path().join(site).join("dynafold").join(PRELOAD_LIB))
+        })
+        .filter(|p| p.is_file())
+        .collect();
+    // Several Pythons in one prefix: take the newest, deterministically.
+    found.sort();
+    found.pop()
 }
 
 /// dlopen it once here: a broken library must fail this command, not every child process.
