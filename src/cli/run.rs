@@ -282,9 +282,13 @@ pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
         .map_err(|e| format!("waiting for the command: {e}"))?;
     CHILD.store(0, Ordering::Relaxed);
     if let Some(dir) = &opts.report_dir {
-        match crate::cli::report::run(dir, false) {
-            Ok(table) if !table.trim().is_empty() => eprintln!("{table}"),
-            Ok(_) => {}
+        // Processes write a report file at their first break only: none means none broke.
+        match crate::report::merge_dir(dir) {
+            Ok(m) if m.files.is_empty() => eprintln!(
+                "dynafold: no graph breaks recorded in any process (report folder {})",
+                dir.display()
+            ),
+            Ok(m) => eprintln!("{}", crate::report::table::render(&m)),
             Err(e) => eprintln!("dynafold: no graph-break summary: {e}"),
         }
     }
