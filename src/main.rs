@@ -23,6 +23,16 @@ struct Cli {
 enum Command {
     /// Run COMMAND with dynafold active in every Python process it starts.
     Run(RunArgs),
+    /// Check that `dynafold run` will work here: Python, torch, FlashInfer, CUDA version
+    /// sources, the rules, and a live start with the preload. Exits 0 only when all is well.
+    Doctor {
+        /// The Python the server runs with (default: python3 on PATH).
+        #[arg(long, value_name = "PATH")]
+        python: Option<PathBuf>,
+        /// The preload library to check (default: beside this binary).
+        #[arg(long, env = "DYNAFOLD_LIB", value_name = "PATH")]
+        lib: Option<PathBuf>,
+    },
     /// Merge the graph-break reports of a run into one table.
     Report {
         /// The report folder (DYNAFOLD_REPORT_DIR of the run).
@@ -63,6 +73,9 @@ struct RunArgs {
     /// Write per-process graph-break reports here and print the merged summary at the end.
     #[arg(long, env = "DYNAFOLD_REPORT_DIR", value_name = "DIR")]
     report_dir: Option<PathBuf>,
+    /// Folder for dynafold's own bytecode cache (made absolute for the children).
+    #[arg(long, env = "DYNAFOLD_CACHE_DIR", value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
     /// Turn dynafold off in the child processes (the command still runs).
     #[arg(long, env = "DYNAFOLD_DISABLE", value_parser = clap::builder::BoolishValueParser::new())]
     disable: Option<bool>,
@@ -82,6 +95,15 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run(args),
+        Command::Doctor { python, lib } => {
+            let (out, code) = cli::doctor::run(&cli::doctor::DoctorOptions {
+                python,
+                lib,
+                nvcc_timeout: dynafold_core::config::nvcc_timeout(),
+            });
+            print!("{out}");
+            Ok(code)
+        }
         Command::Report { dir, json } => cli::report::run(&dir, json).map(|out| {
             print!("{out}");
             0
@@ -126,6 +148,7 @@ fn run(args: RunArgs) -> Result<i32, String> {
     if let Some(v) = args.disable {
         env.push(("DYNAFOLD_DISABLE", if v { "1" } else { "0" }.into()));
     }
+    // The libraries ignore relative folders (they would move with chdir): resolve them here.
     let report_dir = match args.report_dir {
         Some(d) => Some(std::path::absolute(&d).map_err(|e| format!("report folder: {e}"))?),
         None => None,
@@ -133,10 +156,37 @@ fn run(args: RunArgs) -> Result<i32, String> {
     if let Some(d) = &report_dir {
         env.push(("DYNAFOLD_REPORT_DIR", d.clone().into()));
     }
+    if let Some(d) = args.cache_dir {
+        let d = std::path::absolute(&d).map_err(|e| format!("cache folder: {e}"))?;
+        env.push(("DYNAFOLD_CACHE_DIR", d.into()));
+    }
     let opts = cli::run::RunOptions {
         env,
         report_dir,
         lib: args.lib,
     };
     cli::run::run(&args.command, &opts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Every variable the libraries read is settable, and shown, as a `dynafold run` option.
+    #[test]
+    fn every_variable_has_a_run_option() {
+        let cli = Cli::command();
+        let run = cli.find_subcommand("run").map(|c| {
+            c.get_arguments()
+                .filter_map(|a| a.get_env())
+                .map(|e| e.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        });
+        let envs = run.unwrap_or_default();
+        for (name, _) in dynafold_core::config::VARIABLES {
+            assert!(envs.iter().any(|e| e == name), "{name} has no run option");
+        }
+        assert!(envs.iter().any(|e| e == "DYNAFOLD_LIB"));
+    }
 }

@@ -13,6 +13,12 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 /// File name of the preload library.
 pub const PRELOAD_LIB: &str = "libdynafold.so";
+/// File name of the pyo3 library the preload library loads from its own folder.
+pub const PYTHON_LIB: &str = "libdynafold_python.so";
+
+/// Exit codes for a command that could not be started, as shells and `env` use them.
+const EXIT_NOT_FOUND: i32 = 127;
+const EXIT_NOT_EXECUTABLE: i32 = 126;
 
 /// Settings passed to the child as DYNAFOLD_* variables (each already validated by clap or
 /// by the libraries themselves, which warn and use defaults).
@@ -28,17 +34,68 @@ pub struct RunOptions {
 pub fn find_preload(explicit: Option<&Path>) -> Result<PathBuf, String> {
     let candidate = match explicit {
         Some(p) => p.to_path_buf(),
-        None => std::env::current_exe()
-            .map_err(|e| format!("cannot locate the dynafold binary: {e}"))?
-            .canonicalize()
-            .map_err(|e| format!("cannot resolve the dynafold binary: {e}"))?
-            .with_file_name(PRELOAD_LIB),
+        None => {
+            let exe = std::env::current_exe()
+                .map_err(|e| format!("cannot locate the dynafold binary: {e}"))?
+                .canonicalize()
+                .map_err(|e| format!("cannot resolve the dynafold binary: {e}"))?;
+            let beside = exe.with_file_name(PRELOAD_LIB);
+            if beside.exists() {
+                beside
+            } else {
+                installed_package(&exe).unwrap_or(beside)
+            }
+        }
     };
     let abs = candidate
         .canonicalize()
         .map_err(|e| format!("preload library {} not found: {e}", candidate.display()))?;
+    if !abs.is_file() {
+        return Err(format!("preload library {} is not a file", abs.display()));
+    }
+    // ld.so splits LD_PRELOAD at both; such a path would silently preload fragments.
+    if abs
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .any(|b| *b == b':' || *b == b' ')
+    {
+        return Err(format!(
+            "preload library path {} contains a space or ':', which LD_PRELOAD cannot carry; install dynafold elsewhere",
+            abs.display()
+        ));
+    }
     check_loadable(&abs)?;
+    // Without its sibling the preload library only warns in every Python process; say it once
+    // here instead. It cannot be dlopened outside Python (it needs the interpreter's symbols).
+    let sibling = abs.with_file_name(PYTHON_LIB);
+    if !sibling.is_file() {
+        return Err(format!(
+            "{} must sit beside {}: not found",
+            sibling.display(),
+            abs.display()
+        ));
+    }
     Ok(abs)
+}
+
+/// `pip install` puts this binary in `PREFIX/bin` and the libraries in the `dynafold` package
+/// under `PREFIX/lib/pythonX.Y/site-packages` (venv, `--user` and `--prefix` alike).
+fn installed_package(exe: &Path) -> Option<PathBuf> {
+    let lib = exe.parent()?.parent()?.join("lib");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(lib)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+        .flat_map(|e| {
+            ["site-packages", "dist-packages"]
+                .map(|site| e.path().join(site).join("dynafold").join(PRELOAD_LIB))
+        })
+        .filter(|p| p.is_file())
+        .collect();
+    // Several Pythons in one prefix: take the newest, deterministically.
+    found.sort();
+    found.pop()
 }
 
 /// dlopen it once here: a broken library must fail this command, not every child process.
@@ -89,9 +146,10 @@ extern "C" fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc
         return;
     }
     // A signal from the terminal (Ctrl-C) already reached the child, which shares our process
-    // group; only signals sent to us by another process (kill, systemd) need forwarding.
+    // group; only signals sent to us by another process (kill, sigqueue, tgkill: si_code <= 0)
+    // need forwarding.
     // SAFETY: `info` is provided by the kernel for SA_SIGINFO handlers.
-    let from_process = info.is_null() || unsafe { (*info).si_code } == libc::SI_USER;
+    let from_process = info.is_null() || unsafe { (*info).si_code } <= 0;
     if from_process {
         // SAFETY: kill is async-signal-safe.
         unsafe {
@@ -100,16 +158,86 @@ extern "C" fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc
     }
 }
 
-fn install_forwarding() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
-        // SAFETY: a zeroed sigaction with an SA_SIGINFO handler that only calls kill().
-        unsafe {
+const FORWARDED: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// The signal state the child must start from, captured before this process changes it.
+#[derive(Clone, Copy)]
+struct SignalState {
+    /// This process's mask before the forwarded signals were blocked.
+    mask: libc::sigset_t,
+    /// Which of FORWARDED got our handler; the others were ignored (nohup) and stay so.
+    handled: [bool; 4],
+}
+
+/// Blocks the forwarded signals, then installs the forwarding handler. Blocked until the
+/// child's pid is known (`unblock`), a signal stays pending instead of being lost.
+fn install_forwarding() -> SignalState {
+    // SAFETY: sigset and sigaction calls on zeroed locals; the handler only calls kill().
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in FORWARDED {
+            libc::sigaddset(&mut set, sig);
+        }
+        let mut state = SignalState {
+            mask: std::mem::zeroed(),
+            handled: [false; 4],
+        };
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut state.mask);
+        for (i, sig) in FORWARDED.into_iter().enumerate() {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(sig, std::ptr::null(), &mut old);
+            // An ignored signal (nohup, a supervisor's choice) stays ignored for the child.
+            if old.sa_sigaction == libc::SIG_IGN {
+                continue;
+            }
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = forward as *const () as usize;
             sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
             libc::sigemptyset(&mut sa.sa_mask);
             libc::sigaction(sig, &sa, std::ptr::null_mut());
+            state.handled[i] = true;
         }
+        state
+    }
+}
+
+fn unblock(state: &SignalState) {
+    // SAFETY: restores the mask saved by install_forwarding.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, &state.mask, std::ptr::null_mut());
+    }
+}
+
+/// Between fork and exec the child still has our handlers and our mask; std does not reset
+/// the mask, so without this the command would start with every signal blocked. It also
+/// asks for SIGTERM when `dynafold run` itself dies (SIGKILL cannot be forwarded), so the
+/// command does not live on as an orphan nobody supervises.
+fn prepare_child(cmd: &mut Command, state: SignalState) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: getpid is called before the fork.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: only async-signal-safe calls (signal, pthread_sigmask, prctl, getppid) run
+    // between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            for (i, sig) in FORWARDED.into_iter().enumerate() {
+                if state.handled[i] {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+            }
+            libc::pthread_sigmask(libc::SIG_SETMASK, &state.mask, std::ptr::null_mut());
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before prctl took effect.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other(
+                    "dynafold run exited before the command started",
+                ));
+            }
+            Ok(())
+        });
     }
 }
 
@@ -132,19 +260,35 @@ pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create report folder {}: {e}", dir.display()))?;
     }
-    install_forwarding();
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", Path::new(program).display()))?;
-    CHILD.store(child.id() as i32, Ordering::Relaxed);
+    let signals = install_forwarding();
+    prepare_child(&mut cmd, signals);
+    let spawned = cmd.spawn();
+    if let Ok(child) = &spawned {
+        CHILD.store(child.id() as i32, Ordering::Relaxed);
+    }
+    unblock(&signals);
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("dynafold: cannot run {}: {e}", Path::new(program).display());
+            return Ok(match e.kind() {
+                std::io::ErrorKind::NotFound => EXIT_NOT_FOUND,
+                _ => EXIT_NOT_EXECUTABLE,
+            });
+        }
+    };
     let status = child
         .wait()
         .map_err(|e| format!("waiting for the command: {e}"))?;
     CHILD.store(0, Ordering::Relaxed);
     if let Some(dir) = &opts.report_dir {
-        match crate::cli::report::run(dir, false) {
-            Ok(table) if !table.trim().is_empty() => eprintln!("{table}"),
-            Ok(_) => {}
+        // Processes write a report file at their first break only: none means none broke.
+        match crate::report::merge_dir(dir) {
+            Ok(m) if m.files.is_empty() => eprintln!(
+                "dynafold: no graph breaks recorded in any process (report folder {})",
+                dir.display()
+            ),
+            Ok(m) => eprintln!("{}", crate::report::table::render(&m)),
             Err(e) => eprintln!("dynafold: no graph-break summary: {e}"),
         }
     }

@@ -1,0 +1,656 @@
+//! `dynafold doctor [--python PATH]`: what `dynafold run` would find in this environment, and
+//! whether it will work. Read-only: the Python is asked about itself without importing torch
+//! or FlashInfer (import-time side effects and seconds of start-up are not ours to trigger);
+//! the rules run as a dry run over the installed FlashInfer's files; the only code executed
+//! with the preload is an empty interpreter start.
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use crate::cli::run::{find_preload, preload_value};
+use crate::cuda::{CudaVersion, Env, Outcome, PathRecipe, Resolver, TorchFacts, VersionRecipe};
+use crate::rewrite::{self, FoldContext};
+
+/// How long the interpreter probes may take (a cold start on a loaded machine is slow).
+const PYTHON_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub struct DoctorOptions {
+    /// The interpreter to check; `python3` on PATH when None.
+    pub python: Option<PathBuf>,
+    pub lib: Option<PathBuf>,
+    pub nvcc_timeout: Duration,
+}
+
+/// One thing that stops dynafold from working here, and what to do about it.
+struct Problem {
+    what: String,
+    fix: String,
+}
+
+/// The report being written: sections of `label  value` lines, then the problems.
+#[derive(Default)]
+struct Report {
+    text: String,
+    problems: Vec<Problem>,
+}
+
+impl Report {
+    fn section(&mut self, title: &str) {
+        self.text.push_str(&format!("\n{title}\n"));
+    }
+    fn line(&mut self, label: &str, value: &str) {
+        self.text.push_str(&format!("  {label:<40} {value}\n"));
+    }
+    fn problem(&mut self, what: impl Into<String>, fix: impl Into<String>) {
+        self.problems.push(Problem {
+            what: what.into(),
+            fix: fix.into(),
+        });
+    }
+}
+
+/// What the probe script prints about the interpreter (see `PROBE`).
+#[derive(Deserialize)]
+struct PythonFacts {
+    executable: String,
+    version: Vec<u32>,
+    implementation: String,
+    free_threaded: bool,
+    torch: Package,
+    flashinfer: Package,
+}
+
+#[derive(Deserialize)]
+struct Package {
+    found: bool,
+    dir: Option<String>,
+    version: Option<String>,
+    error: Option<String>,
+}
+
+/// Runs in the inspected interpreter. find_spec on a top-level name and importlib.metadata
+/// locate packages without executing them; written for any Python 3 so an old interpreter is
+/// reported as old rather than as broken.
+const PROBE: &str = r#"
+import json, sys, sysconfig
+import importlib.util as util
+def pkg(mod, dists):
+    r = {"found": False, "dir": None, "version": None, "error": None}
+    try:
+        spec = util.find_spec(mod)
+    except Exception as e:
+        r["error"] = repr(e)
+        return r
+    if spec is None:
+        return r
+    r["found"] = True
+    locs = list(spec.submodule_search_locations or [])
+    r["dir"] = locs[0] if locs else None
+    try:
+        import importlib.metadata as md
+        for d in dists:
+            try:
+                r["version"] = md.version(d)
+                break
+            except Exception:
+                pass
+    except Exception:
+        pass
+    return r
+print(json.dumps({
+    "executable": sys.executable,
+    "version": list(sys.version_info[:3]),
+    "implementation": sys.implementation.name,
+    "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+    "torch": pkg("torch", ["torch"]),
+    "flashinfer": pkg("flashinfer", ["flashinfer-python", "flashinfer"]),
+}))
+"#;
+
+const LIVE_PROBE: &str = "import sys; print(type(sys.meta_path[0]).__name__)";
+
+/// Runs the checks; returns the report and the exit code (0 only when nothing is wrong).
+pub fn run(opts: &DoctorOptions) -> (String, i32) {
+    let mut r = Report::default();
+    r.text.push_str("dynafold doctor\n");
+    let python = check_python(&mut r, opts.python.as_deref());
+    let facts = python.as_ref().and_then(|p| probe_python(&mut r, p));
+    let fi_dir = facts.as_ref().and_then(|f| check_packages(&mut r, f));
+    let torch_dir = facts
+        .as_ref()
+        .and_then(|f| f.torch.dir.as_ref().map(PathBuf::from));
+    let resolver = cuda_sources(&mut r, torch_dir.as_deref(), opts.nvcc_timeout);
+    if let Some(dir) = &fi_dir {
+        dry_run(&mut r, dir, &resolver);
+    }
+    let lib = check_preload(&mut r, opts.lib.as_deref());
+    if let (Some(py), Some(lib)) = (&python, &lib) {
+        live_check(&mut r, py, lib);
+    }
+    if std::env::var_os("DYNAFOLD_DISABLE")
+        .is_some_and(|v| matches!(v.to_str(), Some("1" | "true" | "yes" | "on")))
+    {
+        r.problem(
+            "DYNAFOLD_DISABLE is set: dynafold stays off in every process",
+            "unset DYNAFOLD_DISABLE (or pass --disable false to dynafold run)",
+        );
+    }
+    let mut out = r.text;
+    out.push('\n');
+    if r.problems.is_empty() {
+        out.push_str("No problems: `dynafold run -- COMMAND` will fold FlashInfer's CUDA checks in every Python process of COMMAND.\n");
+        return (out, 0);
+    }
+    out.push_str(&format!("{} problem(s):\n", r.problems.len()));
+    for p in &r.problems {
+        out.push_str(&format!("problem: {}; fix: {}\n", p.what, p.fix));
+    }
+    (out, 1)
+}
+
+/// The interpreter `dynafold run` would meet: `--python`, else `python3` on PATH.
+fn check_python(r: &mut Report, explicit: Option<&Path>) -> Option<PathBuf> {
+    r.section("Python");
+    let (wanted, how) = match explicit {
+        Some(p) => (p.to_path_buf(), "--python"),
+        None => (PathBuf::from("python3"), "python3 on PATH"),
+    };
+    // A bare name is looked up on PATH, as the shell would.
+    let found = if wanted.components().count() == 1 && !wanted.is_absolute() {
+        which(&wanted.to_string_lossy())
+    } else {
+        Some(wanted.clone()).filter(|p| is_executable(p))
+    };
+    match found {
+        Some(p) => {
+            r.line("interpreter", &format!("{} ({how})", p.display()));
+            Some(p)
+        }
+        None => {
+            r.line(
+                "interpreter",
+                &format!("{} ({how}): not found", wanted.display()),
+            );
+            r.problem(
+                format!("no Python at {} ({how})", wanted.display()),
+                "pass --python /path/to/the/python/your/server/runs",
+            );
+            None
+        }
+    }
+}
+
+fn probe_python(r: &mut Report, python: &Path) -> Option<PythonFacts> {
+    // Not -I: PYTHONPATH is often how FlashInfer is found, and the server will see it too.
+    let mut cmd = Command::new(python);
+    cmd.args(["-c", PROBE]).env_remove("LD_PRELOAD");
+    let out = match run_with_timeout(&mut cmd, PYTHON_TIMEOUT) {
+        Ok(o) if o.status.success() => o,
+        Ok(o) => {
+            let err = last_line(&o.stderr);
+            r.line("version", &format!("the probe failed: {err}"));
+            r.problem(
+                format!("{} does not run a Python 3 probe ({err})", python.display()),
+                "point --python at a working CPython 3.9+",
+            );
+            return None;
+        }
+        Err(e) => {
+            r.line("version", &format!("cannot run it: {e}"));
+            r.problem(
+                format!("cannot run {}: {e}", python.display()),
+                "point --python at a working CPython 3.9+",
+            );
+            return None;
+        }
+    };
+    let facts: PythonFacts = match serde_json::from_slice(&out.stdout) {
+        Ok(f) => f,
+        Err(e) => {
+            r.problem(
+                format!("{} printed something unexpected ({e})", python.display()),
+                "point --python at a working CPython 3.9+",
+            );
+            return None;
+        }
+    };
+    let version = facts
+        .version
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(".");
+    let mut verdict = "supported";
+    if facts.implementation != "cpython" {
+        verdict = "NOT supported";
+        r.problem(
+            format!(
+                "{} is {}, not CPython",
+                facts.executable, facts.implementation
+            ),
+            "run the server with CPython 3.9 or newer",
+        );
+    } else if facts.version.first().copied().unwrap_or(0) != 3
+        || facts.version.get(1).copied().unwrap_or(0) < 9
+    {
+        verdict = "NOT supported";
+        r.problem(
+            format!("Python {version} is older than 3.9"),
+            "run the server with CPython 3.9 or newer",
+        );
+    } else if facts.free_threaded {
+        verdict = "NOT supported";
+        r.problem(
+            format!("Python {version} is a free-threaded build"),
+            "use the regular (GIL) build of CPython",
+        );
+    }
+    let kind = if facts.free_threaded {
+        " free-threaded"
+    } else {
+        ""
+    };
+    r.line(
+        "version",
+        &format!(
+            "{} {version}{kind} ({verdict})",
+            display_impl(&facts.implementation)
+        ),
+    );
+    r.line("sys.executable", &facts.executable);
+    Some(facts)
+}
+
+fn display_impl(name: &str) -> &str {
+    match name {
+        "cpython" => "CPython",
+        "pypy" => "PyPy",
+        other => other,
+    }
+}
+
+/// Reports torch and FlashInfer; returns the FlashInfer package folder when there is one.
+fn check_packages(r: &mut Report, f: &PythonFacts) -> Option<PathBuf> {
+    r.section("Packages (located, not imported)");
+    for (name, pkg, fix) in [
+        (
+            "torch",
+            &f.torch,
+            "install torch into this Python (pip install torch)",
+        ),
+        (
+            "FlashInfer",
+            &f.flashinfer,
+            "install FlashInfer into this Python (pip install flashinfer-python), or put it on PYTHONPATH",
+        ),
+    ] {
+        let value = match (pkg.found, &pkg.dir, &pkg.error) {
+            (_, _, Some(e)) => format!("cannot be located: {e}"),
+            (false, _, None) => "not installed".to_owned(),
+            (true, dir, None) => format!(
+                "{} at {}",
+                pkg.version.as_deref().unwrap_or("(version unknown)"),
+                dir.as_deref().unwrap_or("(not a package folder)")
+            ),
+        };
+        r.line(name, &value);
+        if !pkg.found || pkg.dir.is_none() {
+            r.problem(format!("{name} is not importable from this Python"), fix);
+        }
+    }
+    f.flashinfer.dir.as_ref().map(PathBuf::from)
+}
+
+/// Every place FlashInfer (and dynafold) may read the CUDA version from, and what each says.
+fn cuda_sources(r: &mut Report, torch_dir: Option<&Path>, timeout: Duration) -> Resolver {
+    r.section("CUDA version sources");
+    for var in ["CUDA_HOME", "CUDA_PATH"] {
+        let value = match std::env::var(var) {
+            Ok(v) if !v.is_empty() => {
+                format!(
+                    "{v} -> {}",
+                    nvcc_answer(&Path::new(&v).join("bin/nvcc"), timeout)
+                )
+            }
+            Ok(_) => "(empty)".to_owned(),
+            Err(_) => "(unset)".to_owned(),
+        };
+        r.line(var, &value);
+    }
+    let which_nvcc = match which("nvcc") {
+        Some(p) => format!("{} -> {}", p.display(), nvcc_answer(&p, timeout)),
+        None => "(no nvcc on PATH)".to_owned(),
+    };
+    r.line("which nvcc", &which_nvcc);
+    let torch = match torch_dir.and_then(Path::parent) {
+        Some(site) => TorchFacts::from_torch_install(&[site.to_path_buf()]),
+        None => TorchFacts::unknown(),
+    };
+    let torch_cuda = match (&torch.cuda_version, torch_dir) {
+        (Some(Some(v)), Some(d)) => format!("{v} ({})", d.join("version.py").display()),
+        (Some(None), Some(d)) => format!("None: a CPU build ({})", d.join("version.py").display()),
+        (None, Some(d)) => format!("unreadable ({})", d.join("version.py").display()),
+        (_, None) => "(torch not found)".to_owned(),
+    };
+    r.line("torch.version.cuda", &torch_cuda);
+    let override_version = match std::env::var("DYNAFOLD_CUDA_VERSION") {
+        Err(_) => {
+            r.line("DYNAFOLD_CUDA_VERSION", "(unset)");
+            None
+        }
+        Ok(v) => match CudaVersion::parse_override(&v) {
+            Ok(version) => {
+                r.line("DYNAFOLD_CUDA_VERSION", &format!("{v} (overrides nvcc)"));
+                Some(version)
+            }
+            Err(why) => {
+                r.line("DYNAFOLD_CUDA_VERSION", &format!("{v:?}: ignored, {why}"));
+                r.problem(
+                    format!("DYNAFOLD_CUDA_VERSION={v:?} is invalid and will be ignored"),
+                    "set it to MAJOR.MINOR, e.g. 12.8, or unset it",
+                );
+                None
+            }
+        },
+    };
+    let resolver =
+        Resolver::new(Env::from_process(), torch, timeout).with_override(override_version);
+    let answer = match resolver.cuda_version(
+        VersionRecipe::NvccTorchFallback,
+        PathRecipe::EnvWhichDefault,
+    ) {
+        Outcome::Value(v, how) => format!("{} (from {})", v.as_str(), how.0),
+        Outcome::Raise { exception, message } => format!("raises {exception}: {message}"),
+        Outcome::Unfoldable(why) => format!("unknown until run: {why}"),
+    };
+    r.line("FlashInfer 0.4+ would use", &answer);
+    resolver
+}
+
+/// What `PATH/--version` says: the release, or why there is none.
+fn nvcc_answer(nvcc: &Path, timeout: Duration) -> String {
+    if !nvcc.exists() {
+        return format!("{} does not exist", nvcc.display());
+    }
+    let mut cmd = Command::new(nvcc);
+    cmd.arg("--version");
+    match run_with_timeout(&mut cmd, timeout) {
+        Err(e) => format!("nvcc --version: {e}"),
+        Ok(o) if !o.status.success() => format!("nvcc --version failed ({})", o.status),
+        Ok(o) => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            match release_of(&text) {
+                Some(v) => format!("nvcc --version: {v}"),
+                None => "nvcc --version printed no `release X.Y,`".to_owned(),
+            }
+        }
+    }
+}
+
+/// FlashInfer's `release (\d+\.\d+),`.
+fn release_of(text: &str) -> Option<&str> {
+    text.split("release ").skip(1).find_map(|rest| {
+        let (v, _) = rest.split_once(',')?;
+        let (a, b) = v.split_once('.')?;
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+        (digits(a) && digits(b)).then_some(v)
+    })
+}
+
+/// The rules over the installed files, in import order: cpp_ext fixes the version the fp4
+/// modules fold to, as in a real process.
+struct DryRun<'a> {
+    resolver: &'a Resolver,
+    folded: Option<CudaVersion>,
+}
+
+impl FoldContext for DryRun<'_> {
+    fn cuda_path(&self, recipe: PathRecipe) -> Outcome<String> {
+        self.resolver.cuda_path(recipe)
+    }
+    fn cuda_version(&self, version: VersionRecipe, path: PathRecipe) -> Outcome<CudaVersion> {
+        self.resolver.cuda_version(version, path)
+    }
+    fn folded_cuda_version(&self) -> Option<CudaVersion> {
+        self.folded.clone()
+    }
+}
+
+fn dry_run(r: &mut Report, fi_dir: &Path, resolver: &Resolver) {
+    r.section("Rules (dry run over the installed FlashInfer)");
+    let mut ctx = DryRun {
+        resolver,
+        folded: None,
+    };
+    for module in rewrite::TARGETS {
+        let rel = module
+            .trim_start_matches("flashinfer.")
+            .replace('.', "/")
+            .to_string()
+            + ".py";
+        let file = fi_dir.join(rel);
+        let Ok(source) = std::fs::read_to_string(&file) else {
+            r.line(module, "not in this release");
+            if module == "flashinfer.jit.cpp_ext" {
+                r.problem(
+                    format!(
+                        "{} is missing: not a FlashInfer dynafold knows",
+                        file.display()
+                    ),
+                    "use a FlashInfer release with flashinfer/jit/cpp_ext.py (0.2 or newer)",
+                );
+            }
+            continue;
+        };
+        match rewrite::rewrite(module, &source, &ctx) {
+            Ok(done) => {
+                let rules: Vec<&str> = done.edits.iter().map(|e| e.rule.as_str()).collect();
+                let version = done
+                    .cuda_version
+                    .as_ref()
+                    .map(|v| format!(" -> CUDA {}", v.as_str()))
+                    .unwrap_or_default();
+                r.line(
+                    module,
+                    &format!(
+                        "{} site(s) folded: {}{version}",
+                        done.edits.len(),
+                        rules.join(", ")
+                    ),
+                );
+                if done.cuda_version.is_some() {
+                    ctx.folded = done.cuda_version;
+                }
+            }
+            // Some releases keep only re-exports in a target file: nothing there breaks Dynamo.
+            Err(_)
+                if module != "flashinfer.jit.cpp_ext"
+                    && !source.contains("is_cuda_version_at_least") =>
+            {
+                r.line(
+                    module,
+                    "nothing to fold (no CUDA version check in this file)",
+                );
+            }
+            Err(rewrite::Skip(why)) => {
+                r.line(module, &format!("loaded unchanged: {why}"));
+                let fix = if module == "flashinfer.jit.cpp_ext" {
+                    "make the CUDA version knowable: set CUDA_HOME to a toolkit with bin/nvcc, or DYNAFOLD_CUDA_VERSION=MAJOR.MINOR".to_owned()
+                } else {
+                    format!(
+                        "fix flashinfer.jit.cpp_ext first if it is listed; otherwise `dynafold rewrite --diff {} --module {module}` shows what is unexpected",
+                        file.display()
+                    )
+                };
+                r.problem(format!("{module} would be loaded unchanged ({why})"), fix);
+            }
+        }
+    }
+}
+
+fn check_preload(r: &mut Report, explicit: Option<&Path>) -> Option<PathBuf> {
+    r.section("Preload");
+    match find_preload(explicit) {
+        Ok(lib) => {
+            r.line("library", &lib.display().to_string());
+            Some(lib)
+        }
+        Err(e) => {
+            r.line("library", &e);
+            r.problem(
+                e,
+                "reinstall dynafold (pip install dynafold, or cargo build --release), or pass --lib /path/to/libdynafold.so",
+            );
+            None
+        }
+    }
+}
+
+/// Starts the interpreter with the preload and asks who is first on sys.meta_path.
+fn live_check(r: &mut Report, python: &Path, lib: &Path) {
+    let mut cmd = Command::new(python);
+    cmd.args(["-c", LIVE_PROBE])
+        .env(
+            "LD_PRELOAD",
+            preload_value(lib, std::env::var_os("LD_PRELOAD").as_deref()),
+        )
+        .env_remove("DYNAFOLD_DISABLE");
+    let verdict = match run_with_timeout(&mut cmd, PYTHON_TIMEOUT) {
+        Ok(o) => {
+            let first = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+            if o.status.success() && first == "DynafoldFinder" {
+                Ok("DynafoldFinder is first on sys.meta_path".to_owned())
+            } else if o.status.success() {
+                let why = last_line(&o.stderr);
+                Err(format!(
+                    "the preload did not activate (first finder: {first}){}",
+                    if why.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; it said: {why}")
+                    }
+                ))
+            } else {
+                Err(format!(
+                    "the interpreter failed with the preload: {}",
+                    last_line(&o.stderr)
+                ))
+            }
+        }
+        Err(e) => Err(format!("cannot start the interpreter: {e}")),
+    };
+    match verdict {
+        Ok(v) => r.line("live check", &v),
+        Err(e) => {
+            r.line("live check", &e);
+            r.problem(
+                format!("live check in {}: {e}", python.display()),
+                "run with DYNAFOLD_LOG=debug to see why; check that libdynafold_python.so sits beside libdynafold.so",
+            );
+        }
+    }
+}
+
+fn last_line(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_owned()
+}
+
+/// `shutil.which`: the first executable `name` on PATH.
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Runs `cmd` (no stdin), killing it after `timeout`: a hanging nvcc or interpreter must not
+/// hang the doctor.
+fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<Output, String> {
+    use std::os::unix::process::CommandExt;
+    // Its own process group, so a timeout kills a script's children (sleep, a real nvcc's
+    // helpers) too.
+    let mut child = cmd
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    // Readers on threads: a chatty child must not block on a full pipe while we wait.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if start.elapsed() < timeout => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                // SAFETY: kill on the group we created; the child is not reaped yet, so its
+                // pid (the group id) cannot have been reused.
+                unsafe {
+                    libc::kill(-(child.id() as i32), libc::SIGKILL);
+                }
+                let _ = child.wait();
+                // The reader threads are left behind: a grandchild may still hold the pipes.
+                return Err(format!("timed out after {}s", timeout.as_secs()));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    Ok(Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::release_of;
+
+    #[test]
+    fn release_matches_flashinfer_regex() {
+        assert_eq!(
+            release_of("Cuda compilation tools, release 12.8, V12.8.93"),
+            Some("12.8")
+        );
+        assert_eq!(release_of("release 12, V12"), None);
+        assert_eq!(release_of("hello"), None);
+    }
+}
