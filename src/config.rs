@@ -35,7 +35,15 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ),
     (
         "DYNAFOLD_CACHE_DIR",
-        "folder for dynafold's own bytecode cache (default: none)",
+        "folder for dynafold's own bytecode cache (default: beside the module, own tag)",
+    ),
+    (
+        "DYNAFOLD_FP4_OPAQUE",
+        "0 leaves flashinfer.fp4_quantize's kernel path as FlashInfer ships it (default 1)",
+    ),
+    (
+        "DYNAFOLD_LIB",
+        "the preload library `dynafold run` uses (default: beside the binary)",
     ),
 ];
 

@@ -76,6 +76,9 @@ struct RunArgs {
     /// Folder for dynafold's own bytecode cache (made absolute for the children).
     #[arg(long, env = "DYNAFOLD_CACHE_DIR", value_name = "DIR")]
     cache_dir: Option<PathBuf>,
+    /// Make flashinfer.fp4_quantize's kernel traceable (false: leave it as shipped).
+    #[arg(long, env = "DYNAFOLD_FP4_OPAQUE", value_parser = clap::builder::BoolishValueParser::new())]
+    fp4_opaque: Option<bool>,
     /// Turn dynafold off in the child processes (the command still runs).
     #[arg(long, env = "DYNAFOLD_DISABLE", value_parser = clap::builder::BoolishValueParser::new())]
     disable: Option<bool>,
@@ -144,6 +147,9 @@ fn run(args: RunArgs) -> Result<i32, String> {
     }
     if let Some(v) = args.nvcc_timeout {
         env.push(("DYNAFOLD_NVCC_TIMEOUT", v.to_string().into()));
+    }
+    if let Some(v) = args.fp4_opaque {
+        env.push(("DYNAFOLD_FP4_OPAQUE", if v { "1" } else { "0" }.into()));
     }
     if let Some(v) = args.disable {
         env.push(("DYNAFOLD_DISABLE", if v { "1" } else { "0" }.into()));
