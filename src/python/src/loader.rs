@@ -11,7 +11,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
-use dynafold_core::rewrite::{self, GlobalValue, Rewritten, Skip};
+use dynafold_core::rewrite::{self, FoldContext, GlobalValue, Rewritten, Skip};
 
 use crate::cache;
 use crate::context::ProcessContext;
@@ -86,7 +86,13 @@ impl DynafoldLoader {
         let rewritten = match rewrite::rewrite(&self.name, &source, &ctx) {
             Ok(r) => r,
             Err(Skip(reason)) => {
-                log::warn!("{}: loaded unchanged: {reason}", self.name);
+                // fp4 call sites fold only to cpp_ext's folded version: when there is none,
+                // cpp_ext's own warning already said why, once for the process.
+                if self.name != "flashinfer.jit.cpp_ext" && ctx.folded_cuda_version().is_none() {
+                    log::info!("{}: loaded unchanged: {reason}", self.name);
+                } else {
+                    log::warn!("{}: loaded unchanged: {reason}", self.name);
+                }
                 return Ok(false);
             }
         };
