@@ -151,7 +151,8 @@ def main():
     # The warm variant needs its cache written, and CPython's own pycs are warm for all.
     base.pop("PYTHONDONTWRITEBYTECODE", None)
     base.update(PYTHONPATH=args.flashinfer, CUDA_HOME=str(home))
-    pre = dict(base, LD_PRELOAD=args.preload)
+    # Never dynafold's default cache beside the modules: the release folder may be shared.
+    pre = dict(base, LD_PRELOAD=args.preload, DYNAFOLD_CACHE_DIR=str(work / "cache"))
     warm_dir = work / "warm-cache"
     warm = dict(pre, DYNAFOLD_CACHE_DIR=str(warm_dir))
     cold_n = [0]
