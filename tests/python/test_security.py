@@ -100,6 +100,9 @@ def test_bad_environment_gets_one_warning_each(preload, tmp_path):
         DYNAFOLD_CACHE_DIR="relative/cache",
         DYNAFOLD_REPORT_DIR="relative/reports",
         DYNAFOLD_CUDA_VERSION='12.8"); import os; os.system("touch PWNED")#',
+        # The ignored cache folder means the default beside the modules: not in the shared
+        # release folder.
+        PYTHONDONTWRITEBYTECODE="1",
     )
     r = py(IMPORT + BREAK, env, cwd=tmp_path)
     err = r.stderr.decode()
