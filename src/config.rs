@@ -35,7 +35,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ),
     (
         "DYNAFOLD_CACHE_DIR",
-        "folder for dynafold's own bytecode cache (default: beside the module, own tag)",
+        "absolute folder for dynafold's own bytecode cache (default: __pycache__ beside the module, own tag)",
     ),
     (
         "DYNAFOLD_FP4_OPAQUE",

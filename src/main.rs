@@ -56,6 +56,14 @@ enum Command {
         #[arg(long = "site-dir")]
         site_dirs: Vec<PathBuf>,
     },
+    /// Time the rewriter alone (for scripts/bench): MODULE=FILE pairs.
+    #[command(hide = true)]
+    BenchRewrite {
+        #[arg(long, default_value_t = 200)]
+        iterations: u32,
+        #[arg(required = true, value_name = "MODULE=FILE", value_parser = parse_target)]
+        targets: Vec<(String, PathBuf)>,
+    },
 }
 
 /// Every option has an environment-variable twin; the child inherits the variables.
@@ -94,6 +102,12 @@ fn parse_version(s: &str) -> Result<CudaVersion, String> {
     CudaVersion::parse_override(s)
 }
 
+fn parse_target(s: &str) -> Result<(String, PathBuf), String> {
+    s.split_once('=')
+        .map(|(m, f)| (m.to_owned(), PathBuf::from(f)))
+        .ok_or_else(|| format!("{s:?}: expected MODULE=FILE"))
+}
+
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -124,6 +138,13 @@ fn main() {
             Duration::from_secs(10),
         )
         .map(|out| {
+            print!("{out}");
+            0
+        }),
+        Command::BenchRewrite {
+            iterations,
+            targets,
+        } => cli::bench_rewrite::run(&targets, iterations).map(|out| {
             print!("{out}");
             0
         }),

@@ -48,12 +48,10 @@ impl Recorder {
         }
     }
 
-    /// Reads `DYNAFOLD_REPORT_DIR` (unset or empty: memory only).
+    /// Reads `DYNAFOLD_REPORT_DIR` (unset, empty or relative: memory only; relative gets a
+    /// warning, since it would move with the process's `chdir`).
     pub fn from_env() -> Self {
-        let dir = std::env::var_os("DYNAFOLD_REPORT_DIR")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from);
-        Recorder::new(dir)
+        Recorder::new(crate::config::dir("DYNAFOLD_REPORT_DIR"))
     }
 
     /// Counts one occurrence and appends its line; returns the site's count in this process.

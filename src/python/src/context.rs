@@ -22,8 +22,14 @@ impl ProcessContext {
     /// The context, building the resolver on first use. `needs_torch_home`: the module reads
     /// torch's `cpp_extension.CUDA_HOME` (FlashInfer 0.2/0.3), which only torch can compute.
     pub fn get(py: Python<'_>, needs_torch_home: bool) -> ProcessContext {
+        if let Some(resolver) = RESOLVER.get() {
+            return ProcessContext { resolver };
+        }
+        // Outside the OnceLock: this may run Python (importing torch's cpp_extension), which
+        // lets another importing thread in; blocked on the lock with the GIL held, that thread
+        // would deadlock the process. Two threads may both compute the facts; one set wins.
+        let torch = torch_facts(py, needs_torch_home);
         let resolver = RESOLVER.get_or_init(|| {
-            let torch = torch_facts(py, needs_torch_home);
             Resolver::new(
                 Env::from_process(),
                 torch,

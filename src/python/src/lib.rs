@@ -6,6 +6,7 @@
 //! Everything exported here is called from C with the GIL held: no panic may cross the
 //! boundary and no Python exception may be left set.
 
+mod cache;
 mod context;
 mod embedded;
 mod entry;

@@ -3,16 +3,17 @@
 //!
 //! The rewritten code is never written to the normal `__pycache__`: this loader does not
 //! implement `get_code`/`source_to_code` overrides, so the ordinary loader's cache only ever
-//! sees the original source. Attributes it does not define (get_source, get_filename,
+//! sees the original source. Its compiled form goes to dynafold's own cache (`cache.rs`). Attributes it does not define (get_source, get_filename,
 //! is_package, resource readers) are the ordinary loader's, so tracebacks, `inspect` and
 //! `importlib.resources` keep working on the unchanged file.
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList};
 
-use dynafold_core::rewrite::{self, GlobalValue, Rewritten, Skip};
+use dynafold_core::rewrite::{self, FoldContext, GlobalValue, Rewritten, Skip};
 
+use crate::cache;
 use crate::context::ProcessContext;
 use crate::guard;
 
@@ -84,23 +85,42 @@ impl DynafoldLoader {
         let data = self.inner.bind(py).call_method1("get_data", (&origin,))?;
         let source: String = py
             .import("importlib.util")?
-            .call_method1("decode_source", (data,))?
+            .call_method1("decode_source", (&data,))?
             .extract()?;
         let ctx = ProcessContext::get(py, reads_torch_cuda_home(&source));
         let rewritten = match rewrite::rewrite(&self.name, &source, &ctx) {
             Ok(r) => r,
             Err(Skip(reason)) => {
-                log::warn!("{}: loaded unchanged: {reason}", self.name);
+                // fp4 call sites fold only to cpp_ext's folded version: when there is none,
+                // cpp_ext's own warning already said why, once for the process.
+                if self.name != "flashinfer.jit.cpp_ext" && ctx.folded_cuda_version().is_none() {
+                    log::info!("{}: loaded unchanged: {reason}", self.name);
+                } else {
+                    log::warn!("{}: loaded unchanged: {reason}", self.name);
+                }
                 return Ok(false);
             }
         };
-        let code = py.import("builtins")?.getattr("compile")?.call1((
-            &rewritten.source,
-            &origin,
-            "exec",
-            0,
-            true,
-        ))?;
+        let entry = data
+            .cast::<PyBytes>()
+            .ok()
+            .and_then(|bytes| cache::Entry::new(py, &self.name, &origin, bytes, &rewritten.source));
+        let code = match entry.as_ref().and_then(|e| e.load(py)) {
+            Some(code) => code,
+            None => {
+                let code = py.import("builtins")?.getattr("compile")?.call1((
+                    &rewritten.source,
+                    &origin,
+                    "exec",
+                    0,
+                    true,
+                ))?;
+                if let Some(e) = &entry {
+                    e.store(py, &code);
+                }
+                code
+            }
+        };
         let globals = module.getattr("__dict__")?;
         let globals = globals.cast::<PyDict>()?;
         define_globals(py, globals, &rewritten)?;

@@ -1,0 +1,261 @@
+//! dynafold's own bytecode cache for rewritten modules: the marshalled code object of the
+//! rewritten source, so a warm start skips `compile()` (20-40 ms for a 100 KB fp4 module).
+//!
+//! The rewrite itself still runs on every import: it is what decides the key (the folded
+//! values live in the rewritten text), and it costs about a millisecond (bench/RESULTS.md).
+//!
+//! Everything here may fail without consequence: any error means "no cache" and one debug
+//! line. A cache file is trusted only if it is a regular file owned by this effective uid,
+//! not group/world-writable, and carries the full key digest of this exact module, source,
+//! interpreter and dynafold version; `marshal.loads` on hostile bytes can crash CPython, so
+//! nothing else is ever unmarshalled.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyCode};
+
+/// Changes whenever the file layout changes; part of every file.
+const MAGIC: &[u8; 10] = b"DYNAFOLD1\n";
+const DIGEST_LEN: usize = 32;
+/// Hex digits of the digest in the file name: enough to keep environments apart; the full
+/// digest inside the file is what is checked.
+const NAME_HASH_LEN: usize = 16;
+/// Larger than any FlashInfer module's code; a bigger file is not ours.
+const MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// One module's slot in the cache: where its file lives and the digest it must carry.
+pub struct Entry {
+    path: PathBuf,
+    digest: Vec<u8>,
+}
+
+/// `DYNAFOLD_CACHE_DIR`, read (and warned about) once per process.
+fn cache_dir() -> Option<&'static Path> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| dynafold_core::config::dir("DYNAFOLD_CACHE_DIR"))
+        .as_deref()
+}
+
+impl Entry {
+    /// The slot for `module` loaded from `origin`, or None when this interpreter has no
+    /// cache tag (caching disabled by the implementation) or hashing failed.
+    pub fn new(
+        py: Python<'_>,
+        module: &str,
+        origin: &str,
+        source: &Bound<'_, PyBytes>,
+        rewritten: &str,
+    ) -> Option<Entry> {
+        match Self::build(py, module, origin, source, rewritten) {
+            Ok(e) => e,
+            Err(e) => {
+                log::debug!("{module}: no bytecode cache: {e}");
+                None
+            }
+        }
+    }
+
+    fn build(
+        py: Python<'_>,
+        module: &str,
+        origin: &str,
+        source: &Bound<'_, PyBytes>,
+        rewritten: &str,
+    ) -> PyResult<Option<Entry>> {
+        let sys = py.import("sys")?;
+        let Some(tag) = sys
+            .getattr("implementation")?
+            .getattr("cache_tag")?
+            .extract::<Option<String>>()?
+        else {
+            return Ok(None);
+        };
+        let magic = py.import("importlib.util")?.getattr("MAGIC_NUMBER")?;
+        let magic = magic.cast::<PyBytes>()?;
+        // compile() in the loader inherits -O/-OO, which changes the code object.
+        let optimize: i64 = sys.getattr("flags")?.getattr("optimize")?.extract()?;
+        let hasher = py.import("hashlib")?.call_method0("sha256")?;
+        // Each part length-prefixed, so no two different inputs hash the same stream.
+        let parts: [&[u8]; 8] = [
+            source.as_bytes(),
+            rewritten.as_bytes(),
+            tag.as_bytes(),
+            magic.as_bytes(),
+            &optimize.to_le_bytes(),
+            env!("CARGO_PKG_VERSION").as_bytes(),
+            // The code object embeds the file name for tracebacks.
+            origin.as_bytes(),
+            module.as_bytes(),
+        ];
+        for part in parts {
+            let len = (part.len() as u64).to_le_bytes();
+            hasher.call_method1("update", (PyBytes::new(py, &len),))?;
+            hasher.call_method1("update", (PyBytes::new(py, part),))?;
+        }
+        let digest: Vec<u8> = hasher.call_method0("digest")?.extract()?;
+        let hex: String = hasher.call_method0("hexdigest")?.extract()?;
+        let short = hex.get(..NAME_HASH_LEN).unwrap_or(&hex);
+        let path = match cache_dir() {
+            Some(dir) => dir.join(format!("{module}.{tag}.dynafold-{short}.pyc")),
+            None => {
+                let origin = Path::new(origin);
+                let (Some(parent), Some(stem)) = (origin.parent(), origin.file_stem()) else {
+                    return Ok(None);
+                };
+                let stem = stem.to_string_lossy();
+                parent
+                    .join("__pycache__")
+                    .join(format!("{stem}.{tag}.dynafold-{short}.pyc"))
+            }
+        };
+        Ok(Some(Entry { path, digest }))
+    }
+
+    /// The cached code object, if a trusted, intact file for this exact key exists.
+    pub fn load<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        let bytes = match read_trusted(&self.path) {
+            Ok(Some(b)) => b,
+            Ok(None) => return None,
+            Err(e) => {
+                log::debug!("bytecode cache {}: not used: {e}", self.path.display());
+                return None;
+            }
+        };
+        let body = bytes
+            .strip_prefix(MAGIC.as_slice())
+            .and_then(|rest| rest.strip_prefix(self.digest.as_slice()));
+        let Some(body) = body else {
+            log::debug!(
+                "bytecode cache {}: not this key; ignored",
+                self.path.display()
+            );
+            return None;
+        };
+        let code = py
+            .import("marshal")
+            .and_then(|m| m.call_method1("loads", (PyBytes::new(py, body),)))
+            .ok()
+            .filter(|c| c.is_instance_of::<PyCode>());
+        if code.is_none() {
+            log::debug!("bytecode cache {}: corrupt; ignored", self.path.display());
+        }
+        code
+    }
+
+    /// Writes `code` for later processes, unless `sys.dont_write_bytecode` says not to.
+    /// Failures (read-only or full folder, a name taken by someone else) are silent.
+    pub fn store(&self, py: Python<'_>, code: &Bound<'_, PyAny>) {
+        let body = || -> PyResult<Option<Vec<u8>>> {
+            let sys = py.import("sys")?;
+            if sys.getattr("dont_write_bytecode")?.is_truthy()? {
+                return Ok(None);
+            }
+            let data = py.import("marshal")?.call_method1("dumps", (code,))?;
+            Ok(Some(data.cast::<PyBytes>()?.as_bytes().to_vec()))
+        };
+        let body = match body() {
+            Ok(Some(b)) => b,
+            Ok(None) => return,
+            Err(e) => {
+                log::debug!("bytecode cache: cannot marshal: {e}");
+                return;
+            }
+        };
+        let mut contents = Vec::with_capacity(MAGIC.len() + DIGEST_LEN + body.len());
+        contents.extend_from_slice(MAGIC);
+        contents.extend_from_slice(&self.digest);
+        contents.extend_from_slice(&body);
+        if let Err(e) = write_atomic(&self.path, &contents, cache_dir().is_some()) {
+            log::debug!("bytecode cache {}: not written: {e}", self.path.display());
+        }
+    }
+}
+
+/// The file's bytes if it is ours to trust; Ok(None) when there is no file.
+fn read_trusted(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    let mut file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    // Checked on the open file, not the name, so it cannot be swapped in between.
+    let meta = file.metadata()?;
+    let why = if !meta.is_file() {
+        Some("not a regular file")
+    } else if meta.uid() != euid() {
+        Some("owned by another user")
+    } else if meta.mode() & 0o022 != 0 {
+        Some("group or world writable")
+    } else if meta.len() > MAX_FILE_BYTES {
+        Some("too large")
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        return Err(std::io::Error::other(format!("untrusted: {why}")));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes)?;
+    Ok(Some(bytes))
+}
+
+/// Temp file created new in the same folder (O_EXCL, O_NOFOLLOW), then renamed over the
+/// final name, so readers see a whole file or none. A final name held by another user is
+/// left alone.
+fn write_atomic(path: &Path, contents: &[u8], private_dir: bool) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| std::io::Error::other("no parent folder"))?;
+    if !dir.is_dir() {
+        // `__pycache__` is made like CPython makes it; DYNAFOLD_CACHE_DIR private to us.
+        std::fs::DirBuilder::new()
+            .recursive(private_dir)
+            .mode(if private_dir { 0o700 } else { 0o755 })
+            .create(dir)?;
+    }
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if meta.uid() != euid() {
+            return Err(std::io::Error::other("name taken by another user"));
+        }
+    }
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let mut tmp_name = path.as_os_str().to_owned();
+    tmp_name.push(format!(
+        ".{}.{nanos:x}.{}.tmp",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let tmp = PathBuf::from(tmp_name);
+    let mut file: File = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)?;
+    let written = file
+        .write_all(contents)
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}

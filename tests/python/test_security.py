@@ -1,0 +1,114 @@
+"""Issue 7, security: cache and report files are created without following symlinks and
+without clobbering other users' files in a shared folder; cache entries written by another
+user (or writable by others, or corrupt) are never trusted; environment input is validated
+with one warning per bad variable."""
+import os
+import re
+import socket
+
+from conftest import run
+from test_faults import BREAK, IMPORT, base_env, lines, py
+from test_fold import PYTHON
+
+NOBODY = 65534
+
+
+def cache_files(cache):
+    return sorted(p for p in cache.iterdir() if p.name.endswith(".pyc"))
+
+
+def warm_cache(preload, tmp_path):
+    cache = tmp_path / "shared"
+    cache.mkdir()
+    cache.chmod(0o1777)  # like /tmp
+    env = base_env(tmp_path, LD_PRELOAD=preload, DYNAFOLD_CACHE_DIR=str(cache))
+    r = py(IMPORT, env)
+    assert "OK True True" in r.stdout.decode(), r.stderr.decode()
+    files = cache_files(cache)
+    assert len(files) == 3, files
+    return cache, env, files
+
+
+def test_symlinks_at_cache_names_are_not_followed(preload, tmp_path):
+    cache, env, files = warm_cache(preload, tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    for i, f in enumerate(files):
+        f.unlink()
+        os.symlink(victim, f)
+        if i == 0:  # one planted by another user: left alone entirely
+            os.lchown(f, NOBODY, NOBODY)
+    r = py(IMPORT, dict(env, DYNAFOLD_LOG="debug"))
+    assert "OK True True" in r.stdout.decode(), r.stderr.decode()
+    assert victim.read_text() == "precious"
+    assert os.path.islink(files[0]) and os.lstat(files[0]).st_uid == NOBODY
+    for f in files[1:]:  # ours: replaced by a regular file, atomically
+        assert not os.path.islink(f) and f.stat().st_uid == os.geteuid()
+    assert not [p for p in cache.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_entries_of_another_user_or_writable_or_corrupt_are_not_trusted(preload, tmp_path):
+    cache, env, files = warm_cache(preload, tmp_path)
+    foreign, writable, corrupt = files
+    os.chown(foreign, NOBODY, NOBODY)
+    writable.chmod(0o666)
+    before = foreign.read_bytes()
+    corrupt.write_bytes(corrupt.read_bytes()[:60] + b"\x00garbage" * 50)
+    r = py(IMPORT, dict(env, DYNAFOLD_LOG="debug"))
+    err = r.stderr.decode()
+    assert "OK True True" in r.stdout.decode(), err
+    debug = " | ".join(m for _, m in lines(err, "DEBUG"))
+    assert "owned by another user" in debug and "group or world writable" in debug, debug
+    assert "corrupt" in debug or "not this key" in debug, debug
+    assert not lines(err, "WARN"), err
+    assert foreign.read_bytes() == before and foreign.stat().st_uid == NOBODY
+    assert corrupt.stat().st_uid == os.geteuid()
+
+
+def test_report_file_never_follows_a_planted_symlink(preload, tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    reports.chmod(0o1777)
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    host = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname()) or "host"
+    planted = []
+
+    def plant():
+        # Runs in the child between fork and exec: the name the sink will try first.
+        name = reports / f"dynafold-{host}-{os.getpid()}.jsonl"
+        os.symlink(victim, name)
+        planted.append(name)
+
+    env = base_env(tmp_path, LD_PRELOAD=preload, DYNAFOLD_REPORT_DIR=str(reports))
+
+    r = run([str(PYTHON), "-c", BREAK], env, preexec_fn=plant)
+    assert r.returncode == 0, r.stderr.decode()
+    assert victim.read_text() == "precious"
+    links = [p for p in reports.iterdir() if p.is_symlink()]
+    files = [p for p in reports.iterdir() if not p.is_symlink()]
+    assert len(links) == 1, list(reports.iterdir())
+    assert len(files) == 1 and files[0].stat().st_mode & 0o777 == 0o600, files
+    assert "break" in files[0].read_text() or files[0].stat().st_size > 0
+
+
+def test_bad_environment_gets_one_warning_each(preload, tmp_path):
+    env = base_env(
+        tmp_path,
+        LD_PRELOAD=preload,
+        DYNAFOLD_NVCC_TIMEOUT="ten",
+        DYNAFOLD_CACHE_DIR="relative/cache",
+        DYNAFOLD_REPORT_DIR="relative/reports",
+        DYNAFOLD_CUDA_VERSION='12.8"); import os; os.system("touch PWNED")#',
+        # The ignored cache folder means the default beside the modules: not in the shared
+        # release folder.
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    r = py(IMPORT + BREAK, env, cwd=tmp_path)
+    err = r.stderr.decode()
+    assert r.returncode == 0 and "OK True True" in r.stdout.decode(), err
+    warns = [m for _, m in lines(err, "WARN")]
+    for var in ("DYNAFOLD_NVCC_TIMEOUT", "DYNAFOLD_CACHE_DIR", "DYNAFOLD_REPORT_DIR", "DYNAFOLD_CUDA_VERSION"):
+        assert len([w for w in warns if var in w]) == 1, (var, err)
+    assert len(warns) == 4, err
+    assert not (tmp_path / "PWNED").exists() and not (tmp_path / "relative").exists()
