@@ -76,12 +76,15 @@ pub struct Facts {
     pub str_calls: Vec<StrCall>,
 }
 
-/// Parses `source` and extracts the facts, or says why not in one line.
-pub fn analyze(source: &str) -> Result<Facts, String> {
-    on_big_stack(|| analyze_here(source))
+/// Parses `source` and extracts the facts, or says why not in one line. Only the functions
+/// named in `wanted` get their normalised text (the shape matchers read nothing else), which
+/// keeps an 80 KB module's analysis to one pass over the tree.
+pub fn analyze(source: &str, wanted: &[&str]) -> Result<Facts, String> {
+    on_big_stack(|| analyze_here(source, wanted))
 }
 
-/// Whether `source` parses without errors (used to check our own output).
+/// Whether `source` parses without errors (the tests check every output with it).
+#[cfg(test)]
 pub fn parses(source: &str) -> bool {
     on_big_stack(|| {
         let parsed = parse(source);
@@ -113,7 +116,7 @@ fn on_big_stack<T: Send>(f: impl FnOnce() -> Result<T, String> + Send) -> Result
     })
 }
 
-fn analyze_here(source: &str) -> Result<Facts, String> {
+fn analyze_here(source: &str, wanted: &[&str]) -> Result<Facts, String> {
     let parsed = parse(source);
     // Measured first: a tree too deep to visit is too deep to drop.
     let mut calls = CallCollector::new(source);
@@ -142,6 +145,7 @@ fn analyze_here(source: &str) -> Result<Facts, String> {
                     .last()
                     .and_then(|d| next_token_start(tokens, to_usize(d.range().end())))
                     .unwrap_or(def_start);
+                let is_wanted = wanted.contains(&def.name.as_str());
                 let p = &def.parameters;
                 let single_param = (p.posonlyargs.is_empty()
                     && p.vararg.is_none()
@@ -160,21 +164,29 @@ fn analyze_here(source: &str) -> Result<Facts, String> {
                         .iter()
                         .map(|d| Decorator {
                             span: span(d.range()),
-                            normalized: normalized(source, tokens, d.expression.range()),
+                            normalized: if is_wanted {
+                                normalized(source, tokens, d.expression.range())
+                            } else {
+                                String::new()
+                            },
                         })
                         .collect(),
                     def_span: keyword_start..body_end,
                     body_span: body_start..body_end,
                     single_param,
-                    normalized: normalized(
-                        source,
-                        tokens,
-                        TextRange::new(
-                            ruff_text_size::TextSize::try_from(keyword_start)
-                                .unwrap_or(def.range().start()),
-                            def.range().end(),
-                        ),
-                    ),
+                    normalized: if is_wanted {
+                        normalized(
+                            source,
+                            tokens,
+                            TextRange::new(
+                                ruff_text_size::TextSize::try_from(keyword_start)
+                                    .unwrap_or(def.range().start()),
+                                def.range().end(),
+                            ),
+                        )
+                    } else {
+                        String::new()
+                    },
                 });
             }
             Stmt::ImportFrom(imp) => {
