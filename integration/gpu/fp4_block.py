@@ -109,6 +109,57 @@ def consistency():
     return out
 
 
+def _prefill(byte, device="cuda"):
+    """Leaves freed memory in the caching allocator filled with `byte`, so a following
+    torch.empty of a similar size hands out memory whose old contents are known."""
+    junk = torch.full((64 << 20,), byte, dtype=torch.uint8, device=device)
+    torch.cuda.synchronize()
+    del junk
+
+
+def written(device="cuda"):
+    """Which output bytes does the kernel actually write? Eager calls on the same input with
+    freed memory prefilled with 0x00 and with 0xFF: bytes that follow the prefill were never
+    written (as good as padding). The compiled output is then compared on the written bytes
+    that are also stable across repeats."""
+    gs = torch.tensor([GLOBAL_SCALE], device=device)
+    out = []
+    for pdl in (None, False):
+        def quantize(h):
+            return flashinfer.fp4_quantize(h, gs, is_sf_swizzled_layout=False, enable_pdl=pdl)
+
+        quantize(inputs(8, device))
+        compiled = torch.compile(quantize, fullgraph=True, backend=PiecewiseBackend(cuda_graphs=True), dynamic=False)
+        for bs in BATCHES:
+            h = inputs(bs, device)
+            runs = {}
+            for fill in (0x00, 0xFF):
+                runs[fill] = []
+                for _ in range(3):
+                    _prefill(fill, device)
+                    runs[fill].append([t.clone() for t in quantize(h)])
+            compiled(h)
+            got = compiled(h)
+            torch.cuda.synchronize()
+            row = {"enable_pdl": pdl, "bs": bs}
+            for i, name in enumerate(("q", "sf")):
+                as_bytes = lambda t: t.contiguous().view(-1).view(torch.uint8)  # noqa: E731
+                zero = [as_bytes(r[i]) for r in runs[0x00]]
+                ones = [as_bytes(r[i]) for r in runs[0xFF]]
+                follows_fill = (zero[0] == 0x00) & (ones[0] == 0xFF)
+                stable = torch.ones_like(zero[0], dtype=torch.bool)
+                for t in zero[1:] + ones:
+                    stable &= t == zero[0]
+                written_stable = stable & ~follows_fill
+                equal = as_bytes(got[i]) == zero[0]
+                row[name] = {"bytes": zero[0].numel(), "unwritten": int(follows_fill.sum()),
+                             "written_and_stable": int(written_stable.sum()),
+                             "compiled_equal_on_those": int((equal & written_stable).sum())}
+            out.append(row)
+            print("WRITTEN " + json.dumps(row), flush=True)
+    return out
+
+
 def fp4_only(device="cuda"):
     """fp4_quantize alone, compiled fullgraph=True and replayed from a CUDA graph, against
     eager on the very same input: bit for bit on the rows where eager agrees with itself."""
@@ -268,6 +319,7 @@ if __name__ == "__main__":
         "consistency": consistency,
         "compile": compile_and_compare,
         "fp4-only": fp4_only,
+        "written": written,
         "compile-whole": lambda: compile_and_compare(split=False),
         "tp2": tp2,
     }

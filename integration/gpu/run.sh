@@ -18,6 +18,8 @@ cd "$root/integration/gpu"
   python3 -c 'import torch, flashinfer; print("torch", torch.__version__, "flashinfer", flashinfer.__version__)'
   nvcc --version | tail -2
 } 2>&1 | tee "$out/env.txt"
+echo "== does the fp4 kernel write its outputs on this GPU?"
+python3 writes_check.py 2>&1 | tee "$out/writes.txt" | grep -E '^WRITES|^CAPABILITY'
 python3 fp4_block.py consistency 2>&1 | tee "$out/consistency.txt" | grep -E '^CONSISTENCY|Error'
 echo "== without dynafold"
 timeout 500 python3 fp4_block.py compile > "$out/without.txt" 2>&1
@@ -25,6 +27,9 @@ grep -E '^COMPILE' "$out/without.txt" | cut -c1-600
 echo "== with dynafold"
 LD_PRELOAD="$lib" DYNAFOLD_LOG=info DYNAFOLD_REPORT_DIR="$out/reports" timeout 500 python3 fp4_block.py compile > "$out/with.txt" 2>&1
 grep -E '^COMPILE|dynafold\[' "$out/with.txt" | cut -c1-900
+echo "== with dynafold, first and second input through plain pieces and CUDA graphs"
+LD_PRELOAD="$lib" timeout 300 python3 capture_check.py > "$out/capture.txt" 2>&1
+grep -E '^CAPTURE|Error' "$out/capture.txt" | cut -c1-400
 echo "== with dynafold, fp4_quantize alone against eager on the same input"
 LD_PRELOAD="$lib" timeout 300 python3 fp4_block.py fp4-only > "$out/fp4only.txt" 2>&1
 grep -E '^FP4ONLY|Error' "$out/fp4only.txt" | cut -c1-600
