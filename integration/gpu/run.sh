@@ -26,7 +26,7 @@ timeout 500 python3 fp4_block.py compile > "$out/without.txt" 2>&1
 grep -E '^COMPILE' "$out/without.txt" | cut -c1-600
 echo "== with dynafold"
 LD_PRELOAD="$lib" DYNAFOLD_LOG=info DYNAFOLD_REPORT_DIR="$out/reports" timeout 500 python3 fp4_block.py compile > "$out/with.txt" 2>&1
-grep -E '^COMPILE|dynafold\[' "$out/with.txt" | cut -c1-900
+grep -E '^COMPILE|^NOTE|dynafold\[' "$out/with.txt" | cut -c1-900
 echo "== with dynafold, first and second input through plain pieces and CUDA graphs"
 LD_PRELOAD="$lib" timeout 300 python3 capture_check.py > "$out/capture.txt" 2>&1
 grep -E '^CAPTURE|Error' "$out/capture.txt" | cut -c1-400
