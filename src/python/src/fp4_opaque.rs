@@ -22,6 +22,7 @@ pub fn install(py: Python<'_>, name: &str, module: &Bound<'_, PyAny>) -> PyResul
     if !dynafold_core::config::fp4_opaque() {
         return Ok(());
     }
+    let started = std::time::Instant::now();
     let helper = embedded::module(
         py,
         SOURCE,
@@ -30,7 +31,10 @@ pub fn install(py: Python<'_>, name: &str, module: &Bound<'_, PyAny>) -> PyResul
     )?;
     match helper.call_method1("install", (module,)) {
         Ok(done) if done.is_none() => {}
-        Ok(done) => log::info!("{name}: {done}"),
+        Ok(done) => log::info!(
+            "{name}: {done} ({:.2} ms)",
+            started.elapsed().as_secs_f64() * 1e3
+        ),
         Err(e) => {
             let unsupported = helper.getattr("Unsupported")?;
             if e.is_instance(py, &unsupported) {
