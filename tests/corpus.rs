@@ -5,35 +5,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use dynafold_core::cuda::{CudaVersion, Outcome, PathRecipe, Provenance, VersionRecipe};
-use dynafold_core::rewrite::{rewrite, FoldContext, TARGETS};
+use dynafold_core::rewrite::{rewrite, TARGETS};
 
-struct Cuda128;
-
-impl FoldContext for Cuda128 {
-    fn cuda_path(&self, _: PathRecipe) -> Outcome<String> {
-        Outcome::Value("/usr/local/cuda".into(), Provenance("test".into()))
-    }
-    fn cuda_version(&self, _: VersionRecipe, _: PathRecipe) -> Outcome<CudaVersion> {
-        Outcome::Value(version(), Provenance("test".into()))
-    }
-    fn folded_cuda_version(&self) -> Option<CudaVersion> {
-        Some(version())
-    }
-}
-
-fn version() -> CudaVersion {
-    CudaVersion::parse_release("12.8").expect("12.8 is a release")
-}
-
-fn corpus_dir() -> PathBuf {
-    let cache = std::env::var_os("DYNAFOLD_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/dynafold")
-        });
-    cache.join("corpus")
-}
+mod common;
+use common::{corpus_dir, version, Cuda128};
 
 fn module_file(module: &str) -> PathBuf {
     PathBuf::from(format!("{}.py", module.replace('.', "/")))

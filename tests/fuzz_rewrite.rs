@@ -13,36 +13,15 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use dynafold_core::cuda::{CudaVersion, Outcome, PathRecipe, Provenance, VersionRecipe};
-use dynafold_core::rewrite::{rewrite, FoldContext, TARGETS};
+use dynafold_core::rewrite::{rewrite, TARGETS};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
-struct Cuda128;
-
-impl FoldContext for Cuda128 {
-    fn cuda_path(&self, _: PathRecipe) -> Outcome<String> {
-        Outcome::Value("/usr/local/cuda".into(), Provenance("fuzz".into()))
-    }
-    fn cuda_version(&self, _: VersionRecipe, _: PathRecipe) -> Outcome<CudaVersion> {
-        Outcome::Value(version(), Provenance("fuzz".into()))
-    }
-    fn folded_cuda_version(&self) -> Option<CudaVersion> {
-        Some(version())
-    }
-}
-
-fn version() -> CudaVersion {
-    CudaVersion::parse_release("12.8").expect("12.8 is a release")
-}
+mod common;
+use common::{corpus_dir, Cuda128};
 
 fn corpus() -> Vec<(&'static str, String)> {
-    let cache = std::env::var_os("DYNAFOLD_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/dynafold")
-        });
-    let dir = cache.join("corpus");
+    let dir = corpus_dir();
     let mut files = Vec::new();
     let mut releases: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{} missing ({e}): run scripts/fetch-corpus", dir.display()))
