@@ -99,24 +99,17 @@ pub fn install(py: Python<'_>) -> PyResult<()> {
         None => Bound::new(py, DynafoldFinder)?.into_any(),
     };
     keep_first::remember(finder.clone().unbind().into_ptr());
-    move_first(py)?;
+    move_first(&finder)?;
     log::debug!("finder installed at sys.meta_path[0]");
     Ok(())
 }
 
-/// Moves our finder to the front, dropping any duplicate.
-pub fn move_first(py: Python<'_>) -> PyResult<()> {
-    let meta_path = py.import("sys")?.getattr("meta_path")?;
+/// Moves `ours` to the front of sys.meta_path (inserting it if someone removed it), dropping
+/// any duplicate of it.
+pub fn move_first(ours: &Bound<'_, PyAny>) -> PyResult<()> {
+    let meta_path = ours.py().import("sys")?.getattr("meta_path")?;
     let meta_path = meta_path.cast::<PyList>()?;
-    let ours = meta_path
-        .iter()
-        .find(|f| f.is_instance_of::<DynafoldFinder>());
-    let ours = match ours {
-        Some(f) => f,
-        None => keep_first::remembered(py)
-            .ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("finder not installed"))?,
-    };
-    while let Ok(i) = meta_path.index(&ours) {
+    while let Ok(i) = meta_path.index(ours) {
         meta_path.del_item(i)?;
     }
     meta_path.insert(0, ours)

@@ -19,7 +19,9 @@ pub fn is_target(name: &str) -> bool {
 /// Installs into `module` when it defines `get_fp4_quantization_module`; logs what it did or
 /// why not. Errors come back for the caller's guard to log.
 pub fn install(py: Python<'_>, name: &str, module: &Bound<'_, PyAny>) -> PyResult<()> {
-    if !dynafold_core::config::fp4_opaque() {
+    // Read once: a bad value must be reported once, not once per fp4 module.
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*ENABLED.get_or_init(dynafold_core::config::fp4_opaque) {
         return Ok(());
     }
     let started = std::time::Instant::now();

@@ -41,7 +41,10 @@ pub fn check() {
         return;
     }
     Python::attach(|py| {
-        if let Err(e) = finder::move_first(py) {
+        let moved = remembered(py)
+            .ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("finder not installed"))
+            .and_then(|ours| finder::move_first(&ours));
+        if let Err(e) = moved {
             log::debug!("could not move the finder first: {e}");
         }
         if PyErr::occurred(py) {
