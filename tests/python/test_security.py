@@ -18,6 +18,8 @@ def cache_files(cache):
 
 
 def warm_cache(preload, tmp_path):
+    """Three rewritten FlashInfer modules and dynafold's own fp4 hook, in sorted order: the
+    hook first (`_dynafold_...`), then the FlashInfer modules."""
     cache = tmp_path / "shared"
     cache.mkdir()
     cache.chmod(0o1777)  # like /tmp
@@ -25,7 +27,9 @@ def warm_cache(preload, tmp_path):
     r = py(IMPORT, env)
     assert "OK True True" in r.stdout.decode(), r.stderr.decode()
     files = cache_files(cache)
-    assert len(files) == 3, files
+    assert [f.name.split(".cpython")[0] for f in files] == [
+        "_dynafold_fp4_opaque", "flashinfer.jit.cpp_ext", "flashinfer.jit.fp4_quantization",
+        "flashinfer.quantization.fp4_quantization"], files
     return cache, env, files
 
 
@@ -49,7 +53,7 @@ def test_symlinks_at_cache_names_are_not_followed(preload, tmp_path):
 
 def test_entries_of_another_user_or_writable_or_corrupt_are_not_trusted(preload, tmp_path):
     cache, env, files = warm_cache(preload, tmp_path)
-    foreign, writable, corrupt = files
+    hook, foreign, writable, corrupt = files
     os.chown(foreign, NOBODY, NOBODY)
     writable.chmod(0o666)
     before = foreign.read_bytes()
@@ -63,6 +67,12 @@ def test_entries_of_another_user_or_writable_or_corrupt_are_not_trusted(preload,
     assert not lines(err, "WARN"), err
     assert foreign.read_bytes() == before and foreign.stat().st_uid == NOBODY
     assert corrupt.stat().st_uid == os.geteuid()
+    # The hook's code is rewritten too if its entry is corrupt: the fp4 path still installs.
+    hook.write_bytes(hook.read_bytes()[:60] + b"\x00garbage" * 50)
+    r = py(IMPORT, dict(env, DYNAFOLD_LOG="debug"))
+    assert "OK True True" in r.stdout.decode(), r.stderr.decode()
+    assert "fp4_quantize_sm100 behind a dynafold:: custom op" in r.stderr.decode()
+    assert not lines(r.stderr.decode(), "WARN")
 
 
 def test_report_file_never_follows_a_planted_symlink(preload, tmp_path):
