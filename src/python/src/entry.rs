@@ -5,7 +5,7 @@ use std::panic::catch_unwind;
 
 use pyo3::prelude::*;
 
-use crate::{finder, guard, keep_first, logging};
+use crate::{finder, guard, keep_first, logging, overhead};
 
 /// Installs the finder in this (main) interpreter. 0: installed; 1: declined; -1: failed.
 /// Called from the audit hook, GIL held, interpreter initialised.
@@ -13,6 +13,7 @@ use crate::{finder, guard, keep_first, logging};
 pub extern "C" fn dynafold_install() -> c_int {
     catch_unwind(|| {
         Python::attach(|py| {
+            let _timer = overhead::Timer::start(overhead::Part::Install);
             logging::init();
             if !main_interpreter() {
                 log::debug!("not the main interpreter; staying out");

@@ -3,9 +3,9 @@
 //! and swaps in its own loader.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString};
+use pyo3::types::{PyDict, PyList, PyString};
 
-use crate::{guard, keep_first, loader, post_import};
+use crate::{guard, keep_first, loader, overhead, post_import};
 
 /// What the finder does with a module it is asked about.
 enum Target {
@@ -38,6 +38,7 @@ impl DynafoldFinder {
         target: Option<&Bound<'_, PyAny>>,
     ) -> Option<Py<PyAny>> {
         let py = slf.py();
+        overhead::count_find_spec();
         let name = fullname.cast::<PyString>().ok()?.to_cow().ok()?;
         let kind = classify(&name)?;
         guard::guarded(py, &format!("find_spec({name})"), || {
@@ -56,6 +57,15 @@ impl DynafoldFinder {
             Ok(wrapped.then(|| spec.unbind()))
         })
         .flatten()
+    }
+
+    /// dynafold's own time in this process so far, by part (see `overhead.rs`).
+    fn overhead<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        for (name, value) in overhead::snapshot() {
+            out.set_item(name, value)?;
+        }
+        Ok(out)
     }
 
     fn __repr__(&self) -> &'static str {

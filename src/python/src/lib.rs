@@ -16,5 +16,6 @@ mod guard;
 mod keep_first;
 mod loader;
 mod logging;
+mod overhead;
 mod post_import;
 mod reporter;

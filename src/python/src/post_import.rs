@@ -52,6 +52,7 @@ impl PostImportLoader {
         if let Ok(spec) = module.getattr("__spec__") {
             let _ = spec.setattr("loader", inner);
         }
+        let _timer = crate::overhead::Timer::start(crate::overhead::Part::Observer);
         crate::guard::guarded(py, "starting the graph-break observer", || {
             crate::reporter::install_observer(py)
         });
