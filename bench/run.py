@@ -27,13 +27,15 @@ TARGET_FILES = {
 }
 
 STARTUP = """
-import time, json
+import time, json, sys
 t0 = time.perf_counter()
 import torch
 t1 = time.perf_counter()
 import flashinfer.jit.fp4_quantization
 t2 = time.perf_counter()
-print("BENCH " + json.dumps({"torch": t1 - t0, "flashinfer": t2 - t1}))
+finder = sys.meta_path[0]
+own = finder.overhead() if type(finder).__name__ == "DynafoldFinder" else {}
+print("BENCH " + json.dumps({"torch": t1 - t0, "flashinfer": t2 - t1, "own": own}))
 """
 
 IMPORT_HEAVY = """
@@ -85,15 +87,37 @@ print("BENCH " + json.dumps({"compile": t1 - t0, "breaks": breaks, "popens": len
 
 
 def child(code, env, timeout=600):
+    """Runs `code` in a fresh interpreter; its BENCH line, plus wall time and the CPU time
+    (user + system, from the child's own rusage) the whole process took."""
+    _children_cpu_delta()  # whatever else was reaped since is not this child's
     start = time.perf_counter()
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=timeout)
+    p = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise
+    # communicate() reaped it: its rusage (grandchildren such as nvcc included) is
+    # RUSAGE_CHILDREN's growth since just before it started.
     wall = time.perf_counter() - start
-    lines = [l for l in r.stdout.decode().splitlines() if l.startswith("BENCH ")]
-    if r.returncode != 0 or not lines:
-        raise SystemExit(f"benchmark child failed ({r.returncode}):\n{r.stderr.decode()[-3000:]}")
-    out = json.loads(lines[-1][6:])
-    out["wall"] = wall
-    return out
+    lines = [l for l in out.decode().splitlines() if l.startswith("BENCH ")]
+    if p.returncode != 0 or not lines:
+        raise SystemExit(f"benchmark child failed ({p.returncode}):\n{err.decode()[-3000:]}")
+    result = json.loads(lines[-1][6:])
+    result["wall"] = wall
+    result["cpu"] = _children_cpu_delta()
+    return result
+
+
+_cpu_seen = [0.0]
+
+
+def _children_cpu_delta():
+    import resource
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = ru.ru_utime + ru.ru_stime
+    delta, _cpu_seen[0] = total - _cpu_seen[0], total
+    return delta
 
 
 def interleave(variants, n, code):
@@ -124,6 +148,21 @@ def ratio(xs, base):
     return statistics.median(xs) / statistics.median(base)
 
 
+def paired(xs, base):
+    """Median and IQR of the per-round ratios: variants run back to back in each round, so
+    drift on the machine falls on both sides of a ratio."""
+    rs = sorted(x / b for x, b in zip(xs, base))
+    q = statistics.quantiles(rs, n=4) if len(rs) >= 4 else [rs[0], 0, rs[-1]]
+    return f"{statistics.median(rs):.3f}x (IQR {q[0]:.3f}-{q[2]:.3f})"
+
+
+def own_time(runs):
+    """dynafold's own time per process, as its finder accounts for it (overhead.rs)."""
+    parts = ("loader_ms", "fp4_path_ms", "install_ms", "observer_ms")
+    med = {k: statistics.median([r["own"].get(k, 0.0) for r in runs]) for k in parts + ("total_ms",)}
+    return med["total_ms"], ", ".join(f"{k[:-3]} {med[k]:.1f}" for k in parts if med[k] > 0.05)
+
+
 def ratio_spread(xs, base):
     """Median ratio, and the ratio of the quartiles (a rough spread)."""
     m, q1, q3, _, _ = stats(xs)
@@ -138,19 +177,24 @@ def main():
     ap.add_argument("--flashinfer", required=True)
     ap.add_argument("-n", type=int, default=12, help="runs per variant (start-up, imports)")
     ap.add_argument("--compile-n", type=int, default=6)
-    ap.add_argument("--only", default="1234")
+    ap.add_argument("--only", default="1234",
+                    help="1 start-up, 2 rewrite, 3 audit hook, 4 compile")
+    ap.add_argument("--real-cuda", action="store_true",
+                    help="use this machine's CUDA_HOME/nvcc instead of a fake nvcc 12.8")
     args = ap.parse_args()
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="dynafold-bench-"))
-    home = work / "cuda"
-    (home / "bin").mkdir(parents=True)
-    nvcc = home / "bin" / "nvcc"
-    nvcc.write_text('#!/bin/sh\necho "Cuda compilation tools, release 12.8, V12.8.93"\n')
-    nvcc.chmod(0o755)
     base = {k: v for k, v in os.environ.items() if not k.startswith("DYNAFOLD_") and k != "LD_PRELOAD"}
     # The warm variant needs its cache written, and CPython's own pycs are warm for all.
     base.pop("PYTHONDONTWRITEBYTECODE", None)
-    base.update(PYTHONPATH=args.flashinfer, CUDA_HOME=str(home))
+    base.update(PYTHONPATH=args.flashinfer)
+    if not args.real_cuda:
+        home = work / "cuda"
+        (home / "bin").mkdir(parents=True)
+        nvcc = home / "bin" / "nvcc"
+        nvcc.write_text('#!/bin/sh\necho "Cuda compilation tools, release 12.8, V12.8.93"\n')
+        nvcc.chmod(0o755)
+        base.update(CUDA_HOME=str(home))
     # Never dynafold's default cache beside the modules: the release folder may be shared.
     pre = dict(base, LD_PRELOAD=args.preload, DYNAFOLD_CACHE_DIR=str(work / "cache"))
     warm_dir = work / "warm-cache"
@@ -165,17 +209,23 @@ def main():
     print(f"# dynafold benchmarks, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, "
           f"Python {sys.version.split()[0]}, FlashInfer at {args.flashinfer}\n")
 
+    base_wall = None
     if "1" in args.only:
         for env in (base, warm, cold()):  # warm-up: CPython's pycs and dynafold's warm cache
             child(STARTUP, env)
         r = interleave({"unpatched": base, "cold": cold, "warm": warm}, args.n, STARTUP)
         b = r["unpatched"]
+        base_wall = statistics.median([x["wall"] for x in b])
         for name in ("cold", "warm"):
+            own_ms, own_parts = own_time(r[name])
             rows.append((f"1. start-up, import torch + flashinfer.jit.fp4_quantization, {name} cache (N={args.n})",
-                         f"whole process {fmt_ms([x['wall'] for x in r[name]])}; flashinfer part {fmt_ms([x['flashinfer'] for x in r[name]])}",
-                         f"unpatched {fmt_ms([x['wall'] for x in b])}; flashinfer part {fmt_ms([x['flashinfer'] for x in b])}",
-                         f"process {ratio_spread([x['wall'] for x in r[name]], [x['wall'] for x in b])}; "
-                         f"flashinfer part {ratio_spread([x['flashinfer'] for x in r[name]], [x['flashinfer'] for x in b])}",
+                         f"whole process {fmt_ms([x['wall'] for x in r[name]])}, CPU {fmt_ms([x['cpu'] for x in r[name]])}; flashinfer part {fmt_ms([x['flashinfer'] for x in r[name]])}; "
+                         f"dynafold's own time {own_ms:.1f} ms ({own_parts})",
+                         f"unpatched {fmt_ms([x['wall'] for x in b])}, CPU {fmt_ms([x['cpu'] for x in b])}; flashinfer part {fmt_ms([x['flashinfer'] for x in b])}",
+                         f"process, paired {paired([x['wall'] for x in r[name]], [x['wall'] for x in b])}; "
+                         f"CPU time, paired {paired([x['cpu'] for x in r[name]], [x['cpu'] for x in b])}; "
+                         f"medians {ratio([x['wall'] for x in r[name]], [x['wall'] for x in b]):.3f}x; "
+                         f"own time {1 + own_ms / 1e3 / base_wall:.4f}x",
                          "<= 1.02x" if name == "cold" else "<= 1.01x"))
 
     if "2" in args.only:
