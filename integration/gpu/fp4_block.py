@@ -211,6 +211,54 @@ def time_us(fn, iters=200):
     return samples[len(samples) // 2], samples[len(samples) // 10], samples[(len(samples) * 9) // 10]
 
 
+def _captured(fn, x):
+    """`fn(x)` captured into one CUDA graph (after warm-up on a side stream, as capture
+    requires); returns a callable that only replays it."""
+    static_x = x.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn(static_x)
+    return graph.replay
+
+
+def latency(device="cuda"):
+    """Per-step latency of the block, four ways, in one process: eager; dynafold's piecewise
+    CUDA graphs (what SGLang's runner does: guards, split-module glue and input copies in
+    Python around each replay); the block compiled fullgraph=True and then captured whole
+    into one CUDA graph (replay only: compare with the field notes' probe); and eager
+    captured by hand into one CUDA graph, the probe's own setup, which needs no compile."""
+    from torch._dynamo.utils import counters
+
+    block = FP4Block(device=device)
+    with torch.no_grad():
+        block(inputs(8, device))  # warm-up: builds the JIT module
+        piecewise = torch.compile(block, fullgraph=True, backend=PiecewiseBackend(cuda_graphs=True), dynamic=False)
+        plain = torch.compile(FP4Block(device=device, split=False), fullgraph=True,
+                              backend=PiecewiseBackend(cuda_graphs=False), dynamic=False)
+        rows = []
+        for bs in BATCHES:
+            x = inputs(bs, device)
+            row = {"bs": bs, "eager_us": time_us(lambda: block(x))}
+            try:
+                piecewise(x)
+                row["piecewise_graphs_us"] = time_us(lambda: piecewise(x))
+                row["compiled_captured_whole_us"] = time_us(_captured(plain, x))
+            except Exception as e:  # without dynafold the compile fails: say so, keep going
+                row["compile_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+            row["eager_captured_whole_us"] = time_us(_captured(block, x))
+            row["graph_breaks"] = sum(counters["graph_break"].values())
+            row = {k: ([round(v, 1) for v in val] if isinstance(val, tuple) else val) for k, val in row.items()}
+            rows.append(row)
+            print("LATENCY " + json.dumps(row), flush=True)
+    return rows
+
+
 def kernel_writes_outputs(device="cuda"):
     """False when fp4_quantize leaves its outputs as it found them (FlashInfer 0.6.16 on sm90:
     the kernel body is compiled only for __CUDA_ARCH__ >= 1000). Same-size blocks are filled
@@ -343,5 +391,6 @@ if __name__ == "__main__":
         "written": written,
         "compile-whole": lambda: compile_and_compare(split=False),
         "tp2": tp2,
+        "latency": latency,
     }
     modes[sys.argv[1]]()
