@@ -23,9 +23,11 @@ mod edits;
 mod fp4;
 mod rules;
 mod shape;
+mod stack;
 mod syntax;
 #[cfg(test)]
 mod tests;
+mod toplevel;
 
 use crate::cuda::{CudaVersion, Outcome, PathRecipe, VersionRecipe};
 
@@ -98,6 +100,46 @@ pub fn is_target(module: &str) -> bool {
     module.starts_with("flashinfer.") && TARGETS.contains(&module)
 }
 
+/// The names whose facts the plans read: every fact they use is keyed by one of these.
+fn relevant_names(rules: &rules::ModuleRules) -> Vec<&str> {
+    let mut names: Vec<&str> = trigger_names(rules);
+    names.extend(rules.imports.iter().map(|i| i.name.as_str()));
+    for function in &rules.functions {
+        for shape in &function.shapes {
+            names.extend(shape.imports.iter().map(|i| i.name.as_str()));
+        }
+    }
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// The names without which no rule can match: a function rule needs its `def`, a call-site
+/// rule its call.
+fn trigger_names(rules: &rules::ModuleRules) -> Vec<&str> {
+    rules
+        .functions
+        .iter()
+        .map(|f| f.name.as_str())
+        .chain(rules.call_sites.iter().map(|c| c.callee.as_str()))
+        .collect()
+}
+
+/// The facts about the relevant names. A source that never spells a trigger name has none, and
+/// the plan then declines with its usual "no rule matched"; only ASCII sources qualify,
+/// because ruff NFKC-normalises non-ASCII identifiers (`ｄｅｆ` aside, `get_ｃｕｄａ_path` is
+/// `get_cuda_path`).
+fn facts(
+    rules: &rules::ModuleRules,
+    source: &str,
+    wanted: &[&str],
+) -> Result<syntax::Facts, String> {
+    if source.is_ascii() && !trigger_names(rules).iter().any(|n| source.contains(n)) {
+        return Ok(syntax::Facts::default());
+    }
+    syntax::analyze(source, wanted, &relevant_names(rules))
+}
+
 /// Rewrites the source of target `module`, or says in one line why it must load untouched.
 pub fn rewrite(module: &str, source: &str, ctx: &dyn FoldContext) -> Result<Rewritten, Skip> {
     if !is_target(module) {
@@ -119,7 +161,7 @@ pub fn rewrite(module: &str, source: &str, ctx: &dyn FoldContext) -> Result<Rewr
         .map_err(|e| skip(&format!("rule data is invalid: {e}")))?
         .ok_or_else(|| skip("no rules for this module"))?;
     let wanted: Vec<&str> = rules.functions.iter().map(|f| f.name.as_str()).collect();
-    let facts = syntax::analyze(source, &wanted).map_err(|e| skip(&e))?;
+    let facts = facts(rules, source, &wanted).map_err(|e| skip(&e))?;
 
     let (replacements, edits, globals, cuda_version) = if rules.functions.is_empty() {
         let plan = fp4::plan(rules, source, &facts, ctx)?;
@@ -150,4 +192,32 @@ pub fn rewrite(module: &str, source: &str, ctx: &dyn FoldContext) -> Result<Rewr
         globals,
         cuda_version,
     })
+}
+
+/// For the tests that compare the sparse parse with the full one; not an API.
+#[doc(hidden)]
+pub mod testing {
+    use super::{rules, syntax};
+
+    /// The facts about `module`'s relevant names as the rewriter computes them (sparse parse)
+    /// and as a full parse does, rendered for comparison; `None` when the module has no rules
+    /// or the full parse fails.
+    pub fn sparse_and_full_facts(module: &str, source: &str) -> Option<(String, String)> {
+        let rules = rules::for_module(module).ok()??;
+        let wanted: Vec<&str> = rules.functions.iter().map(|f| f.name.as_str()).collect();
+        let relevant = super::relevant_names(rules);
+        let full = syntax::analyze_full(source, &wanted).ok()?;
+        let sparse = super::facts(rules, source, &wanted);
+        let render = |facts: syntax::Facts| format!("{:#?}", restrict(facts, &relevant));
+        Some((sparse.map_or_else(|e| format!("error: {e}"), render), render(full)))
+    }
+
+    fn restrict(mut facts: syntax::Facts, names: &[&str]) -> syntax::Facts {
+        let keep = |n: &str| names.contains(&n);
+        facts.functions.retain(|f| keep(&f.name));
+        facts.imports.retain(|i| keep(&i.name));
+        facts.other_bindings.retain(|b| keep(b));
+        facts.str_calls.retain(|c| keep(&c.callee));
+        facts
+    }
 }

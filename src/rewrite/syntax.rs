@@ -4,21 +4,35 @@
 //! tree (`1+1+1+...`, `not not not ...`) recurses once per level, and a stack overflow aborts
 //! the host Python process instead of unwinding. So the visitor refuses to go deeper than
 //! `MAX_DEPTH` and such a tree is leaked instead of dropped (it is never real FlashInfer code,
-//! and the input size cap bounds the leak). The work runs on a helper thread whose stack is
-//! known, not on whatever thread the import happens on, and a panic there becomes a skip.
+//! and the input size cap bounds the leak). The work runs on the calling thread only when it
+//! has `ON_THREAD_MIN_STACK` left, else on a helper thread whose stack is known; a panic in
+//! either becomes a skip.
+//!
+//! Only the top-level statements that mention a relevant name are parsed (`toplevel`): the
+//! facts about those names are the same as a full parse gives whenever the full source
+//! parses, but a syntax error in a statement not read goes unseen here. The loader's
+//! `compile()` of the rewritten module then fails as the original's would, and it loads the
+//! original.
 
 use ruff_python_ast::token::TokenKind;
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 
+use super::stack;
+use super::toplevel::{self, Sparse};
+
 /// Ten times the largest real target module (about 110 kB); anything bigger is not FlashInfer.
 pub const MAX_SOURCE_BYTES: usize = 1 << 20;
 /// Statement plus expression nesting we visit; real FlashInfer code stays under 40.
-const MAX_DEPTH: usize = 1000;
+pub(super) const MAX_DEPTH: usize = 1000;
 /// Room for `MAX_DEPTH` levels at about 2 KiB each (debug builds) and the parser's own frames
 /// before it switches to heap-allocated stack segments. Only touched pages are committed.
 const PARSE_STACK_BYTES: usize = 64 << 20;
+/// Stack the calling thread must have left to parse on it: the visit and the drop of a tree
+/// at `MAX_DEPTH` measured at most MEASURED in a debug build (ruff's parser grows its own
+/// stack on the heap), so this leaves a wide margin.
+const ON_THREAD_MIN_STACK: usize = 4 << 20;
 
 /// Byte range, `start..end`, into the source that was analysed.
 pub type Span = std::ops::Range<usize>;
@@ -76,10 +90,26 @@ pub struct Facts {
     pub str_calls: Vec<StrCall>,
 }
 
-/// Parses `source` and extracts the facts, or says why not in one line. Only the functions
-/// named in `wanted` get their normalised text (the shape matchers read nothing else), which
-/// keeps an 80 KB module's analysis to one pass over the tree.
-pub fn analyze(source: &str, wanted: &[&str]) -> Result<Facts, String> {
+/// Parses `source` and extracts the facts about `relevant` names, or says why not in one line.
+/// Facts about other names may be missing: only the top-level statements mentioning a
+/// relevant name are parsed when the source can be cut into statements with certainty. Only
+/// the functions named in `wanted` get their normalised text (the shape matchers read nothing
+/// else).
+pub fn analyze(source: &str, wanted: &[&str], relevant: &[&str]) -> Result<Facts, String> {
+    on_big_stack(|| match toplevel::sparse(source, relevant) {
+        Some(Sparse::Nothing) => Ok(Facts::default()),
+        // Any complaint about the sparse copy is answered by the full source, so that a wrong
+        // guess by the scanner costs time, never a different result.
+        Some(Sparse::Source(sparse)) => {
+            analyze_here(&sparse, wanted).or_else(|_| analyze_here(source, wanted))
+        }
+        None => analyze_here(source, wanted),
+    })
+}
+
+/// The full parse's facts, for the tests that compare it with `analyze`.
+#[doc(hidden)]
+pub fn analyze_full(source: &str, wanted: &[&str]) -> Result<Facts, String> {
     on_big_stack(|| analyze_here(source, wanted))
 }
 
@@ -100,6 +130,11 @@ pub fn parses(source: &str) -> bool {
 }
 
 fn on_big_stack<T: Send>(f: impl FnOnce() -> Result<T, String> + Send) -> Result<T, String> {
+    if stack::remaining().is_some_and(|left| left >= ON_THREAD_MIN_STACK) {
+        // A parser bug must cost one module's fold, never the host process.
+        return std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+            .unwrap_or_else(|_| Err("the Python parser panicked".to_string()));
+    }
     std::thread::scope(|scope| {
         let handle = std::thread::Builder::new()
             .name("dynafold-parse".into())
@@ -116,7 +151,7 @@ fn on_big_stack<T: Send>(f: impl FnOnce() -> Result<T, String> + Send) -> Result
     })
 }
 
-fn analyze_here(source: &str, wanted: &[&str]) -> Result<Facts, String> {
+pub(super) fn analyze_here(source: &str, wanted: &[&str]) -> Result<Facts, String> {
     let parsed = parse(source);
     // Measured first: a tree too deep to visit is too deep to drop.
     let mut calls = CallCollector::new(source);

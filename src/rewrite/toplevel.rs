@@ -1,0 +1,410 @@
+//! Sparse parsing: most of an 80 KB FlashInfer module is code no rule looks at, and ruff's
+//! parser spends most of the rewrite building and freeing that code's tree. This scanner cuts
+//! the source into top-level statements without parsing them, so that only the statements
+//! mentioning a name the rules care about are handed to the parser, the others blanked out in
+//! place (same bytes offsets, same lines).
+//!
+//! The scanner follows ruff's lexer (which follows CPython's) wherever it decides where a
+//! string, a comment, a bracket or a logical line ends: a statement boundary it got wrong could
+//! hide code from the parser or show it text from inside a string. Anything it is not sure of
+//! returns `None`, and the caller parses the whole source instead.
+
+/// What the parser needs to see.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Sparse {
+    /// No statement mentions a relevant name: there is nothing to parse.
+    Nothing,
+    /// The source with every unselected statement blanked: each byte a space except `\n` and
+    /// `\r`, so offsets and line numbers are those of the original.
+    Source(String),
+}
+
+/// Strings nested in f-string fields nested in strings...: past this the scanner gives up
+/// rather than recurse further on hostile input.
+const MAX_NESTING: usize = 200;
+const BOM: &[u8] = "\u{feff}".as_bytes();
+
+/// Selects the top-level statements of `source` that contain one of `names` as a whole word
+/// (string contents and comments included: selecting too much only costs time), or a
+/// non-ASCII identifier (ruff NFKC-normalises those, so it could spell a relevant name).
+/// `None` when the scanner is unsure of the statement boundaries.
+pub fn sparse(source: &str, names: &[&str]) -> Option<Sparse> {
+    let mut scan = Scan {
+        b: source.as_bytes(),
+        i: 0,
+        segments: Vec::new(),
+    };
+    scan.module().ok()?;
+    let mut segments = scan.segments;
+    for name in names.iter().filter(|n| !n.is_empty()) {
+        for (at, _) in source.match_indices(name) {
+            let before = at.checked_sub(1).and_then(|p| source.as_bytes().get(p));
+            let after = source.as_bytes().get(at + name.len());
+            if before.is_some_and(|&c| is_word_byte(c)) || after.is_some_and(|&c| is_word_byte(c))
+            {
+                continue;
+            }
+            // Text before the first statement is comments and blank lines.
+            if let Some(k) = segments.partition_point(|s| s.start <= at).checked_sub(1) {
+                if let Some(s) = segments.get_mut(k) {
+                    s.selected = true;
+                }
+            }
+        }
+    }
+    if !segments.iter().any(|s| s.selected) {
+        return Some(Sparse::Nothing);
+    }
+    let mut out = String::with_capacity(source.len());
+    let mut cursor = 0;
+    for (k, s) in segments.iter().enumerate() {
+        if !s.selected {
+            continue;
+        }
+        let end = segments.get(k + 1).map_or(source.len(), |n| n.start);
+        blank(&mut out, source.get(cursor..s.start)?);
+        out.push_str(source.get(s.start..end)?);
+        cursor = end;
+    }
+    blank(&mut out, source.get(cursor..)?);
+    Some(Sparse::Source(out))
+}
+
+fn blank(out: &mut String, text: &str) {
+    out.extend(text.bytes().map(|b| match b {
+        b'\n' | b'\r' => char::from(b),
+        _ => ' ',
+    }));
+}
+
+fn is_word_byte(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80
+}
+
+struct Segment {
+    /// The first byte of its first line.
+    start: usize,
+    selected: bool,
+    /// A decorator: the next statement belongs to it.
+    glue_next: bool,
+}
+
+/// The scanner is unsure; the caller parses everything.
+struct Doubt;
+
+type Step = Result<(), Doubt>;
+
+struct Scan<'a> {
+    b: &'a [u8],
+    i: usize,
+    segments: Vec<Segment>,
+}
+
+impl Scan<'_> {
+    fn at(&self, k: usize) -> Option<u8> {
+        self.b.get(self.i + k).copied()
+    }
+
+    fn module(&mut self) -> Step {
+        // ruff skips a byte-order mark at offset 0 only.
+        if self.b.starts_with(BOM) {
+            self.i = BOM.len();
+        }
+        let mut brackets = Vec::new();
+        let mut line_start = true;
+        while self.i <= self.b.len() {
+            if line_start {
+                line_start = false;
+                self.line_start()?;
+            }
+            let Some(c) = self.at(0) else { break };
+            match c {
+                b'\n' | b'\r' => {
+                    self.newline();
+                    line_start = brackets.is_empty();
+                }
+                _ => self.code(c, &mut brackets, 0)?,
+            }
+        }
+        if brackets.is_empty() {
+            Ok(())
+        } else {
+            Err(Doubt)
+        }
+    }
+
+    /// At the first byte of a physical line that begins a logical line at depth 0: a new
+    /// statement, a continuation of the current one (indented, or `else` and kin), or nothing.
+    fn line_start(&mut self) -> Step {
+        let rest = self.b.get(self.i..).unwrap_or(&[]);
+        let Some(&first) = rest.first() else {
+            return Ok(());
+        };
+        match first {
+            b'\n' | b'\r' | b'#' => Ok(()),
+            // A continuation at the start of a line: legal, and never in FlashInfer.
+            b'\\' => Err(Doubt),
+            b' ' | b'\t' | b'\x0c' => {
+                let text = rest
+                    .iter()
+                    .find(|&&c| !matches!(c, b' ' | b'\t' | b'\x0c'))
+                    .copied();
+                match text {
+                    None | Some(b'\n' | b'\r' | b'#') => Ok(()),
+                    Some(b'\\') => Err(Doubt),
+                    // An indented line belongs to the statement above it; gluing a form-feed
+                    // line (column 0 for ruff) there too only selects more.
+                    Some(_) if self.segments.is_empty() => Err(Doubt),
+                    Some(_) => Ok(()),
+                }
+            }
+            _ => {
+                let decorator = first == b'@';
+                // Over-matching (`elsewhere = 1`) only glues two statements together.
+                let clause = [&b"else"[..], b"elif", b"except", b"finally"]
+                    .iter()
+                    .any(|k| rest.starts_with(k));
+                match self.segments.last_mut() {
+                    Some(last) if last.glue_next || clause => last.glue_next = decorator,
+                    _ => self.segments.push(Segment {
+                        start: self.i,
+                        selected: false,
+                        glue_next: decorator,
+                    }),
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn newline(&mut self) {
+        if self.at(0) == Some(b'\r') && self.at(1) == Some(b'\n') {
+            self.i += 2;
+        } else {
+            self.i += 1;
+        }
+    }
+
+    /// One token (or one byte of one) of code outside any string, `c` being `self.at(0)`;
+    /// newlines are the caller's.
+    fn code(&mut self, c: u8, brackets: &mut Vec<u8>, nesting: usize) -> Step {
+        match c {
+            b'#' => {
+                while self.at(0).is_some_and(|c| c != b'\n' && c != b'\r') {
+                    self.i += 1;
+                }
+            }
+            b'\\' => {
+                self.i += 1;
+                match self.at(0) {
+                    Some(b'\n' | b'\r') => self.newline(),
+                    _ => return Err(Doubt),
+                }
+                if self.at(0).is_none() {
+                    return Err(Doubt);
+                }
+            }
+            b'(' | b'[' | b'{' => {
+                brackets.push(c);
+                self.i += 1;
+            }
+            b')' | b']' | b'}' => {
+                let open = match c {
+                    b')' => b'(',
+                    b']' => b'[',
+                    _ => b'{',
+                };
+                if brackets.pop() != Some(open) {
+                    return Err(Doubt);
+                }
+                self.i += 1;
+            }
+            b'"' | b'\'' => self.string(None, nesting)?,
+            b'0'..=b'9' => {
+                self.eat_word();
+                // `1if x else y` is fine, but `1f"..."` lexes as a number and an f-string:
+                // not worth modelling.
+                if matches!(self.at(0), Some(b'"' | b'\'')) {
+                    return Err(Doubt);
+                }
+            }
+            c if is_word_byte(c) => {
+                let start = self.i;
+                let ascii = self.eat_word();
+                if !ascii {
+                    if let Some(s) = self.segments.last_mut() {
+                        s.selected = true;
+                    }
+                }
+                if matches!(self.at(0), Some(b'"' | b'\'')) {
+                    if let Some(interpolated) = prefix(self.b.get(start..self.i).unwrap_or(&[]))
+                    {
+                        self.string(Some(interpolated), nesting)?;
+                    }
+                }
+            }
+            _ => self.i += 1,
+        }
+        Ok(())
+    }
+
+    /// Consumes identifier (or number) bytes; whether they were all ASCII.
+    fn eat_word(&mut self) -> bool {
+        let mut ascii = true;
+        while let Some(c) = self.at(0).filter(|&c| is_word_byte(c)) {
+            ascii &= c.is_ascii();
+            self.i += 1;
+        }
+        ascii
+    }
+
+    /// A string starting at the quote under the cursor. `interpolated` is `Some(raw)` for f-
+    /// and t-strings.
+    fn string(&mut self, interpolated: Option<bool>, nesting: usize) -> Step {
+        if nesting > MAX_NESTING {
+            return Err(Doubt);
+        }
+        let q = self.at(0).ok_or(Doubt)?;
+        let triple = self.at(1) == Some(q) && self.at(2) == Some(q);
+        self.i += if triple { 3 } else { 1 };
+        if let Some(raw) = interpolated {
+            return self.literal(q, triple, raw, false, nesting + 1);
+        }
+        // Raw or not, a backslash keeps the next character from ending the string.
+        loop {
+            let c = self.at(0).ok_or(Doubt)?;
+            match c {
+                b'\\' => {
+                    self.i += 1;
+                    if self.at(0).is_none() {
+                        return Err(Doubt);
+                    }
+                    self.newline_or_byte();
+                }
+                b'\n' | b'\r' if !triple => return Err(Doubt),
+                c if c == q => {
+                    if !triple {
+                        self.i += 1;
+                        return Ok(());
+                    }
+                    if self.at(1) == Some(q) && self.at(2) == Some(q) {
+                        self.i += 3;
+                        return Ok(());
+                    }
+                    self.i += 1;
+                }
+                _ => self.i += 1,
+            }
+        }
+    }
+
+    /// Skips one escaped character; `\r\n` counts as one.
+    fn newline_or_byte(&mut self) {
+        if self.at(0) == Some(b'\r') && self.at(1) == Some(b'\n') {
+            self.i += 2;
+        } else {
+            self.i += 1;
+        }
+    }
+
+    /// The literal text of an f-/t-string (or of a format spec, which ends at its `}` and
+    /// where `{{` and `}}` are not escapes), up to and including what closes it.
+    fn literal(&mut self, q: u8, triple: bool, raw: bool, in_spec: bool, nesting: usize) -> Step {
+        let mut named_unicode = false;
+        loop {
+            let c = self.at(0).ok_or(Doubt)?;
+            match c {
+                b'\n' | b'\r' if !triple => return Err(Doubt),
+                b'\\' => {
+                    self.i += 1;
+                    match self.at(0) {
+                        // Still a field delimiter, handled on the next turn.
+                        Some(b'{' | b'}') => {}
+                        Some(b'N') if !raw && self.at(1) == Some(b'{') => {
+                            self.i += 2;
+                            named_unicode = true;
+                        }
+                        Some(_) => self.newline_or_byte(),
+                        None => return Err(Doubt),
+                    }
+                }
+                c if c == q => {
+                    let closes = !triple || (self.at(1) == Some(q) && self.at(2) == Some(q));
+                    if !closes {
+                        self.i += 1;
+                        continue;
+                    }
+                    // A format spec cut short by the end of the string.
+                    if in_spec {
+                        return Err(Doubt);
+                    }
+                    self.i += if triple { 3 } else { 1 };
+                    return Ok(());
+                }
+                b'{' => {
+                    if !in_spec && self.at(1) == Some(b'{') {
+                        self.i += 2;
+                    } else {
+                        self.i += 1;
+                        named_unicode = false;
+                        self.field(q, triple, raw, nesting + 1)?;
+                    }
+                }
+                b'}' => {
+                    if named_unicode {
+                        named_unicode = false;
+                        self.i += 1;
+                    } else if in_spec {
+                        self.i += 1;
+                        return Ok(());
+                    } else if self.at(1) == Some(b'}') {
+                        self.i += 2;
+                    } else {
+                        return Err(Doubt);
+                    }
+                }
+                _ => self.i += 1,
+            }
+        }
+    }
+
+    /// A replacement field after its `{`: code up to its `}`, or up to a `:` that starts a
+    /// format spec (which then ends the field).
+    fn field(&mut self, q: u8, triple: bool, raw: bool, nesting: usize) -> Step {
+        if nesting > MAX_NESTING {
+            return Err(Doubt);
+        }
+        let mut brackets = Vec::new();
+        loop {
+            let c = self.at(0).ok_or(Doubt)?;
+            match c {
+                b'}' if brackets.is_empty() => {
+                    self.i += 1;
+                    return Ok(());
+                }
+                b':' if brackets.is_empty() => {
+                    self.i += 1;
+                    return self.literal(q, triple, raw, true, nesting + 1);
+                }
+                // Inside a field, as inside brackets, a newline ends no statement.
+                b'\n' | b'\r' => self.newline(),
+                _ => self.code(c, &mut brackets, nesting + 1)?,
+            }
+        }
+    }
+}
+
+/// Whether `word` followed by a quote starts a string with a prefix, and which kind: `Some(raw)`
+/// for f-/t-strings, `None` for the others (whose end does not depend on their prefix).
+/// Returns `None` for a plain name too: the quote then starts a string of its own.
+fn prefix(word: &[u8]) -> Option<bool> {
+    let lower: Vec<u8> = word.iter().map(u8::to_ascii_lowercase).collect();
+    match lower.as_slice() {
+        b"f" | b"t" => Some(false),
+        b"rf" | b"fr" | b"rt" | b"tr" => Some(true),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;
