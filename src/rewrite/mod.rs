@@ -9,8 +9,13 @@
 //!   on its line; values never appear in the generated text, only the names of module globals
 //!   listed in `Rewritten::globals`, which the loader sets before executing the module. The
 //!   only literals generated are `True` / `False`.
+//! - The output parses whenever the input does. Only the top-level statements that mention a
+//!   name the rules look at are parsed, so a syntax error elsewhere goes unseen and the output
+//!   carries it; the loader's `compile()` then fails as the original's would, and it loads the
+//!   original.
 //!
-//! Parsing uses `ruff_python_parser`: it follows CPython's grammar (so what it accepts is what
+//! Parsing uses `ruff_python_parser` (on those statements only, the rest blanked in place; see
+//! `toplevel`): it follows CPython's grammar (so what it accepts is what
 //! the interpreter will accept, f-strings and `match` included) and gives every node byte
 //! ranges, which is what replacing exactly a function body or a call, and nothing else, needs.
 //! Functions are recognised by shape (their name and what their source says), never by line
@@ -209,7 +214,10 @@ pub mod testing {
         let full = syntax::analyze_full(source, &wanted).ok()?;
         let sparse = super::facts(rules, source, &wanted);
         let render = |facts: syntax::Facts| format!("{:#?}", restrict(facts, &relevant));
-        Some((sparse.map_or_else(|e| format!("error: {e}"), render), render(full)))
+        Some((
+            sparse.map_or_else(|e| format!("error: {e}"), render),
+            render(full),
+        ))
     }
 
     fn restrict(mut facts: syntax::Facts, names: &[&str]) -> syntax::Facts {

@@ -705,6 +705,9 @@ fn stack_needed_at_max_depth() {
             .stderr(std::process::Stdio::null())
             .status()
             .unwrap();
-        println!("stack {kb} KiB: {}", if status.success() { "ok" } else { "failed" });
+        println!(
+            "stack {kb} KiB: {}",
+            if status.success() { "ok" } else { "failed" }
+        );
     }
 }

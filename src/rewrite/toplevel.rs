@@ -40,8 +40,7 @@ pub fn sparse(source: &str, names: &[&str]) -> Option<Sparse> {
         for (at, _) in source.match_indices(name) {
             let before = at.checked_sub(1).and_then(|p| source.as_bytes().get(p));
             let after = source.as_bytes().get(at + name.len());
-            if before.is_some_and(|&c| is_word_byte(c)) || after.is_some_and(|&c| is_word_byte(c))
-            {
+            if before.is_some_and(|&c| is_word_byte(c)) || after.is_some_and(|&c| is_word_byte(c)) {
                 continue;
             }
             // Text before the first statement is comments and blank lines.
@@ -237,8 +236,7 @@ impl Scan<'_> {
                     }
                 }
                 if matches!(self.at(0), Some(b'"' | b'\'')) {
-                    if let Some(interpolated) = prefix(self.b.get(start..self.i).unwrap_or(&[]))
-                    {
+                    if let Some(interpolated) = prefix(self.b.get(start..self.i).unwrap_or(&[])) {
                         self.string(Some(interpolated), nesting)?;
                     }
                 }

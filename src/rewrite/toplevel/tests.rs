@@ -91,7 +91,8 @@ fn continuations_brackets_and_clauses_join_lines() {
     assert_eq!(kept(src), Some(vec![1, 2]));
     let src = "x = [\n1,\nis_cuda_version_at_least]\ny = 2\n";
     assert_eq!(kept(src), Some(vec![1, 2, 3]));
-    let src = "if a:\n    x = 1\nelif b:\n    x = 2\nelse:\n    x = is_cuda_version_at_least\ny = 3\n";
+    let src =
+        "if a:\n    x = 1\nelif b:\n    x = 2\nelse:\n    x = is_cuda_version_at_least\ny = 3\n";
     assert_eq!(kept(src), Some(vec![1, 2, 3, 4, 5, 6]));
     let src = "try:\n    import a\nexcept ImportError:\n    is_cuda_version_at_least = None\nfinally:\n    pass\nz = 1\n";
     assert_eq!(kept(src), Some(vec![1, 2, 3, 4, 5, 6]));
