@@ -142,7 +142,18 @@ fn facts(
     if source.is_ascii() && !trigger_names(rules).iter().any(|n| source.contains(n)) {
         return Ok(syntax::Facts::default());
     }
-    syntax::analyze(source, wanted, &relevant_names(rules))
+    syntax::analyze(
+        source,
+        wanted,
+        &relevant_names(rules),
+        definitions_only(rules),
+    )
+}
+
+/// Whether the plan reads only `Facts::functions` and `Facts::imports` (cpp_ext's does; the
+/// call-site plans also read calls and other bindings).
+fn definitions_only(rules: &rules::ModuleRules) -> bool {
+    rules.call_sites.is_empty()
 }
 
 /// Rewrites the source of target `module`, or says in one line why it must load untouched.
@@ -213,19 +224,23 @@ pub mod testing {
         let relevant = super::relevant_names(rules);
         let full = syntax::analyze_full(source, &wanted).ok()?;
         let sparse = super::facts(rules, source, &wanted);
-        let render = |facts: syntax::Facts| format!("{:#?}", restrict(facts, &relevant));
+        let definitions_only = super::definitions_only(rules);
+        let render =
+            |facts: syntax::Facts| format!("{:#?}", restrict(facts, &relevant, definitions_only));
         Some((
             sparse.map_or_else(|e| format!("error: {e}"), render),
             render(full),
         ))
     }
 
-    fn restrict(mut facts: syntax::Facts, names: &[&str]) -> syntax::Facts {
+    /// What the module's plan can read.
+    fn restrict(mut facts: syntax::Facts, names: &[&str], definitions_only: bool) -> syntax::Facts {
+        let keep = |n: &str| names.contains(&n) && !definitions_only;
+        facts.other_bindings.retain(|b| keep(b));
+        facts.str_calls.retain(|c| keep(&c.callee));
         let keep = |n: &str| names.contains(&n);
         facts.functions.retain(|f| keep(&f.name));
         facts.imports.retain(|i| keep(&i.name));
-        facts.other_bindings.retain(|b| keep(b));
-        facts.str_calls.retain(|c| keep(&c.callee));
         facts
     }
 }

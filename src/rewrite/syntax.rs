@@ -92,21 +92,28 @@ pub struct Facts {
     pub str_calls: Vec<StrCall>,
 }
 
-/// Parses `source` and extracts the facts about `relevant` names, or says why not in one line.
-/// Facts about other names may be missing: only the top-level statements mentioning a
+/// Parses `source` and extracts the facts about `relevant` names (with `definitions_only`,
+/// only `functions` and `imports`), or says why not in one line. Other facts may be missing: only the top-level statements mentioning a
 /// relevant name are parsed when the source can be cut into statements with certainty. Only
 /// the functions named in `wanted` get their normalised text (the shape matchers read nothing
 /// else).
-pub fn analyze(source: &str, wanted: &[&str], relevant: &[&str]) -> Result<Facts, String> {
-    on_big_stack(|| match toplevel::sparse(source, relevant) {
-        Some(Sparse::Nothing) => Ok(Facts::default()),
-        // Any complaint about the sparse copy is answered by the full source, so that a wrong
-        // guess by the scanner costs time, never a different result.
-        Some(Sparse::Source(sparse)) => {
-            analyze_here(&sparse, wanted).or_else(|_| analyze_here(source, wanted))
-        }
-        None => analyze_here(source, wanted),
-    })
+pub fn analyze(
+    source: &str,
+    wanted: &[&str],
+    relevant: &[&str],
+    definitions_only: bool,
+) -> Result<Facts, String> {
+    on_big_stack(
+        || match toplevel::sparse(source, relevant, definitions_only) {
+            Some(Sparse::Nothing) => Ok(Facts::default()),
+            // Any complaint about the sparse copy is answered by the full source, so that a wrong
+            // guess by the scanner costs time, never a different result.
+            Some(Sparse::Source(sparse)) => {
+                analyze_here(&sparse, wanted).or_else(|_| analyze_here(source, wanted))
+            }
+            None => analyze_here(source, wanted),
+        },
+    )
 }
 
 /// The full parse's facts, for the tests that compare it with `analyze`.

@@ -711,3 +711,37 @@ fn stack_needed_at_max_depth() {
         );
     }
 }
+
+/// The fast path is the one real FlashInfer takes: the scanner is sure of every corpus
+/// module's statements, and reads few of them.
+#[test]
+fn corpus_modules_scan_without_doubt() {
+    let Ok(releases) = std::fs::read_dir(corpus()) else {
+        return;
+    };
+    for release in releases.filter_map(Result::ok) {
+        for module in TARGETS {
+            let path = release
+                .path()
+                .join(format!("{}.py", module.replace('.', "/")));
+            let Ok(src) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let rules = rules::for_module(module).unwrap().unwrap();
+            let names = relevant_names(rules);
+            match toplevel::sparse(&src, &names, definitions_only(rules)) {
+                Some(toplevel::Sparse::Nothing) => {}
+                Some(toplevel::Sparse::Source(out)) => {
+                    let kept = out.bytes().filter(|b| !b.is_ascii_whitespace()).count();
+                    let all = src.bytes().filter(|b| !b.is_ascii_whitespace()).count();
+                    assert!(
+                        src.len() < 16_000 || kept * 4 < all,
+                        "{}: keeps {kept} of {all} bytes",
+                        path.display()
+                    );
+                }
+                None => panic!("{}: the scanner doubts", path.display()),
+            }
+        }
+    }
+}

@@ -14,8 +14,9 @@
 pub enum Sparse {
     /// No statement mentions a relevant name: there is nothing to parse.
     Nothing,
-    /// The source with every unselected statement blanked: each byte a space except `\n` and
-    /// `\r`, so offsets and line numbers are those of the original.
+    /// The source with every unselected statement blanked: each line a comment of the same
+    /// length (`#` and spaces, line breaks kept), so offsets and line numbers are those of the
+    /// original.
     Source(String),
 }
 
@@ -24,59 +25,113 @@ pub enum Sparse {
 const MAX_NESTING: usize = 200;
 const BOM: &[u8] = "\u{feff}".as_bytes();
 
-/// Selects the top-level statements of `source` that contain one of `names` as a whole word
-/// (string contents and comments included: selecting too much only costs time), or a
-/// non-ASCII identifier (ruff NFKC-normalises those, so it could spell a relevant name).
-/// `None` when the scanner is unsure of the statement boundaries.
-pub fn sparse(source: &str, names: &[&str]) -> Option<Sparse> {
+/// Selects the top-level statements of `source` that use one of `names` as an identifier
+/// (anywhere in them, f-string fields included), or any non-ASCII identifier (ruff
+/// NFKC-normalises those, so it could spell a relevant name). With `definitions_only`, only the
+/// `def`s of those names (decorated or not) and the `from` imports using them: no other
+/// statement produces `Facts::functions` or `Facts::imports` about them. `None` when the scanner is unsure of the statement
+/// boundaries.
+pub fn sparse(source: &str, names: &[&str], definitions_only: bool) -> Option<Sparse> {
     let mut scan = Scan {
         b: source.as_bytes(),
         i: 0,
         segments: Vec::new(),
+        names,
+        definitions_only,
     };
     scan.module().ok()?;
-    let mut segments = scan.segments;
-    for name in names.iter().filter(|n| !n.is_empty()) {
-        for (at, _) in source.match_indices(name) {
-            let before = at.checked_sub(1).and_then(|p| source.as_bytes().get(p));
-            let after = source.as_bytes().get(at + name.len());
-            if before.is_some_and(|&c| is_word_byte(c)) || after.is_some_and(|&c| is_word_byte(c)) {
-                continue;
-            }
-            // Text before the first statement is comments and blank lines.
-            if let Some(k) = segments.partition_point(|s| s.start <= at).checked_sub(1) {
-                if let Some(s) = segments.get_mut(k) {
-                    s.selected = true;
-                }
-            }
-        }
-    }
+    let segments = scan.segments;
     if !segments.iter().any(|s| s.selected) {
         return Some(Sparse::Nothing);
     }
-    let mut out = String::with_capacity(source.len());
+    let mut out = source.as_bytes().to_vec();
     let mut cursor = 0;
     for (k, s) in segments.iter().enumerate() {
-        if !s.selected {
-            continue;
+        let end = segments.get(k + 1).map_or(out.len(), |n| n.start);
+        if s.selected {
+            blank(out.get_mut(cursor..s.start)?);
+            cursor = end;
         }
-        let end = segments.get(k + 1).map_or(source.len(), |n| n.start);
-        blank(&mut out, source.get(cursor..s.start)?);
-        out.push_str(source.get(s.start..end)?);
-        cursor = end;
     }
-    blank(&mut out, source.get(cursor..)?);
-    Some(Sparse::Source(out))
+    blank(out.get_mut(cursor..)?);
+    // Whole characters were replaced by ASCII, so this cannot fail; if it did, parse it all.
+    String::from_utf8(out).ok().map(Sparse::Source)
 }
 
-fn blank(out: &mut String, text: &str) {
-    out.extend(text.bytes().map(|b| match b {
-        b'\n' | b'\r' => char::from(b),
-        _ => ' ',
-    }));
+/// Blanks whole lines (every region starts at a line start: segments do, and the first one
+/// takes a byte-order mark with it). Each non-empty line becomes `#` and spaces rather than
+/// all spaces: ruff's lexer skips a comment with one `memchr` but walks indentation byte by
+/// byte, and comments between top-level statements mean nothing to the parser.
+fn blank(text: &mut [u8]) {
+    // Line breaks are `\n` or `\r\n`: the scanner doubts a bare `\r`.
+    for line in text.split_mut(|&b| b == b'\n') {
+        let body = match line.split_last_mut() {
+            Some((b'\r', body)) => body,
+            _ => line,
+        };
+        if let Some((first, rest)) = body.split_first_mut() {
+            *first = b'#';
+            rest.fill(b' ');
+        }
+    }
+}
+
+/// Bytes that never start or end anything the scanner tracks (`:` is missing: it starts a
+/// format spec in a field).
+fn is_plain(c: u8) -> bool {
+    CLASS[usize::from(c)] == PLAIN
 }
 
 fn is_word_byte(c: u8) -> bool {
+    CLASS[usize::from(c)] == WORD
+}
+
+const WORD: u8 = 1;
+const PLAIN: u8 = 2;
+/// `is_word_byte` and `is_plain` as one table: they run on every byte.
+static CLASS: [u8; 256] = {
+    let mut class = [0u8; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        class[c] = if word_byte(b) {
+            WORD
+        } else if plain_byte(b) {
+            PLAIN
+        } else {
+            0
+        };
+        c += 1;
+    }
+    class
+};
+
+const fn plain_byte(c: u8) -> bool {
+    matches!(
+        c,
+        b' ' | b'\t'
+            | b'\x0c'
+            | b'='
+            | b'+'
+            | b'-'
+            | b'*'
+            | b'/'
+            | b'%'
+            | b'<'
+            | b'>'
+            | b'!'
+            | b'.'
+            | b','
+            | b';'
+            | b'&'
+            | b'|'
+            | b'^'
+            | b'~'
+            | b'@'
+    )
+}
+
+const fn word_byte(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80
 }
 
@@ -86,6 +141,9 @@ struct Segment {
     selected: bool,
     /// A decorator: the next statement belongs to it.
     glue_next: bool,
+    /// A `from` import: with `definitions_only`, the one kind of statement selected by the
+    /// names it mentions rather than by its first line.
+    from_import: bool,
 }
 
 /// The scanner is unsure; the caller parses everything.
@@ -97,6 +155,8 @@ struct Scan<'a> {
     b: &'a [u8],
     i: usize,
     segments: Vec<Segment>,
+    names: &'a [&'a str],
+    definitions_only: bool,
 }
 
 impl Scan<'_> {
@@ -119,7 +179,7 @@ impl Scan<'_> {
             let Some(c) = self.at(0) else { break };
             match c {
                 b'\n' | b'\r' => {
-                    self.newline();
+                    self.newline()?;
                     line_start = brackets.is_empty();
                 }
                 _ => self.code(c, &mut brackets, 0)?,
@@ -163,12 +223,23 @@ impl Scan<'_> {
                 let clause = [&b"else"[..], b"elif", b"except", b"finally"]
                     .iter()
                     .any(|k| rest.starts_with(k));
+                let names_relevant_def = self.definitions_only && self.defines_relevant(rest);
+                let from_import = starts_with_keyword(rest, b"from");
                 match self.segments.last_mut() {
-                    Some(last) if last.glue_next || clause => last.glue_next = decorator,
+                    Some(last) if last.glue_next || clause => {
+                        last.glue_next = decorator;
+                        last.selected |= names_relevant_def;
+                    }
                     _ => self.segments.push(Segment {
-                        start: self.i,
-                        selected: false,
+                        // A byte-order mark belongs to the first line, blanked or kept with it.
+                        start: if self.i == BOM.len() && self.b.starts_with(BOM) {
+                            0
+                        } else {
+                            self.i
+                        },
+                        selected: names_relevant_def,
                         glue_next: decorator,
+                        from_import,
                     }),
                 }
                 Ok(())
@@ -176,27 +247,60 @@ impl Scan<'_> {
         }
     }
 
-    fn newline(&mut self) {
-        if self.at(0) == Some(b'\r') && self.at(1) == Some(b'\n') {
-            self.i += 2;
-        } else {
-            self.i += 1;
+    /// Whether `line` is a `def` (or `async def`) of a relevant name; true when in doubt.
+    fn defines_relevant(&self, line: &[u8]) -> bool {
+        let skip_blanks = |l: &[u8]| -> usize {
+            l.iter()
+                .position(|&c| c != b' ' && c != b'\t')
+                .unwrap_or(l.len())
+        };
+        let mut rest = line;
+        if starts_with_keyword(rest, b"async") {
+            rest = rest.get(5..).unwrap_or(&[]);
+            let blanks = skip_blanks(rest);
+            if blanks == 0 {
+                return true;
+            }
+            rest = rest.get(blanks..).unwrap_or(&[]);
         }
+        if !starts_with_keyword(rest, b"def") {
+            return false;
+        }
+        rest = rest.get(3..).unwrap_or(&[]);
+        let blanks = skip_blanks(rest);
+        rest = rest.get(blanks..).unwrap_or(&[]);
+        let len = rest
+            .iter()
+            .position(|&c| !is_word_byte(c))
+            .unwrap_or(rest.len());
+        let name = rest.get(..len).unwrap_or(&[]);
+        // No plain name right after `def` (a continuation line, say): select.
+        blanks == 0
+            || name.is_empty()
+            || !name.is_ascii()
+            || self.names.iter().any(|n| n.as_bytes() == name)
+    }
+
+    /// Past a line break; a bare `\r` (a line break to Python) is a doubt, so that blanking
+    /// can treat lines as ending in `\n`.
+    fn newline(&mut self) -> Step {
+        match (self.at(0), self.at(1)) {
+            (Some(b'\r'), Some(b'\n')) => self.i += 2,
+            (Some(b'\r'), _) => return Err(Doubt),
+            _ => self.i += 1,
+        }
+        Ok(())
     }
 
     /// One token (or one byte of one) of code outside any string, `c` being `self.at(0)`;
     /// newlines are the caller's.
     fn code(&mut self, c: u8, brackets: &mut Vec<u8>, nesting: usize) -> Step {
         match c {
-            b'#' => {
-                while self.at(0).is_some_and(|c| c != b'\n' && c != b'\r') {
-                    self.i += 1;
-                }
-            }
+            b'#' => self.skip_until(|c| c == b'\n' || c == b'\r'),
             b'\\' => {
                 self.i += 1;
                 match self.at(0) {
-                    Some(b'\n' | b'\r') => self.newline(),
+                    Some(b'\n' | b'\r') => self.newline()?,
                     _ => return Err(Doubt),
                 }
                 if self.at(0).is_none() {
@@ -230,30 +334,44 @@ impl Scan<'_> {
             c if is_word_byte(c) => {
                 let start = self.i;
                 let ascii = self.eat_word();
-                if !ascii {
+                let bytes = self.b;
+                let word = bytes.get(start..self.i).unwrap_or(&[]);
+                if !ascii || self.names.iter().any(|n| n.as_bytes() == word) {
+                    let definitions_only = self.definitions_only;
                     if let Some(s) = self.segments.last_mut() {
-                        s.selected = true;
+                        s.selected |= s.from_import || !definitions_only;
                     }
                 }
                 if matches!(self.at(0), Some(b'"' | b'\'')) {
-                    if let Some(interpolated) = prefix(self.b.get(start..self.i).unwrap_or(&[])) {
+                    if let Some(interpolated) = prefix(word) {
                         self.string(Some(interpolated), nesting)?;
                     }
                 }
             }
-            _ => self.i += 1,
+            _ => {
+                self.i += 1;
+                self.skip_until(|c| !is_plain(c));
+            }
         }
         Ok(())
     }
 
     /// Consumes identifier (or number) bytes; whether they were all ASCII.
     fn eat_word(&mut self) -> bool {
-        let mut ascii = true;
-        while let Some(c) = self.at(0).filter(|&c| is_word_byte(c)) {
-            ascii &= c.is_ascii();
-            self.i += 1;
-        }
+        let rest = self.b.get(self.i..).unwrap_or(&[]);
+        let len = rest
+            .iter()
+            .position(|&c| !is_word_byte(c))
+            .unwrap_or(rest.len());
+        let ascii = rest.get(..len).is_some_and(|w| w.is_ascii());
+        self.i += len;
         ascii
+    }
+
+    /// Moves to the next byte matching `stop`, or to the end.
+    fn skip_until(&mut self, stop: impl Fn(u8) -> bool) {
+        let rest = self.b.get(self.i..).unwrap_or(&[]);
+        self.i += rest.iter().position(|&c| stop(c)).unwrap_or(rest.len());
     }
 
     /// A string starting at the quote under the cursor. `interpolated` is `Some(raw)` for f-
@@ -270,6 +388,7 @@ impl Scan<'_> {
         }
         // Raw or not, a backslash keeps the next character from ending the string.
         loop {
+            self.skip_until(|c| c == q || c == b'\\' || c == b'\n' || c == b'\r');
             let c = self.at(0).ok_or(Doubt)?;
             match c {
                 b'\\' => {
@@ -277,7 +396,7 @@ impl Scan<'_> {
                     if self.at(0).is_none() {
                         return Err(Doubt);
                     }
-                    self.newline_or_byte();
+                    self.newline_or_byte()?;
                 }
                 b'\n' | b'\r' if !triple => return Err(Doubt),
                 c if c == q => {
@@ -297,11 +416,13 @@ impl Scan<'_> {
     }
 
     /// Skips one escaped character; `\r\n` counts as one.
-    fn newline_or_byte(&mut self) {
-        if self.at(0) == Some(b'\r') && self.at(1) == Some(b'\n') {
-            self.i += 2;
-        } else {
-            self.i += 1;
+    fn newline_or_byte(&mut self) -> Step {
+        match self.at(0) {
+            Some(b'\r') => self.newline(),
+            _ => {
+                self.i += 1;
+                Ok(())
+            }
         }
     }
 
@@ -310,6 +431,7 @@ impl Scan<'_> {
     fn literal(&mut self, q: u8, triple: bool, raw: bool, in_spec: bool, nesting: usize) -> Step {
         let mut named_unicode = false;
         loop {
+            self.skip_until(|c| matches!(c, b'\n' | b'\r' | b'\\' | b'{' | b'}' | b'"' | b'\''));
             let c = self.at(0).ok_or(Doubt)?;
             match c {
                 b'\n' | b'\r' if !triple => return Err(Doubt),
@@ -322,7 +444,7 @@ impl Scan<'_> {
                             self.i += 2;
                             named_unicode = true;
                         }
-                        Some(_) => self.newline_or_byte(),
+                        Some(_) => self.newline_or_byte()?,
                         None => return Err(Doubt),
                     }
                 }
@@ -385,11 +507,15 @@ impl Scan<'_> {
                     return self.literal(q, triple, raw, true, nesting + 1);
                 }
                 // Inside a field, as inside brackets, a newline ends no statement.
-                b'\n' | b'\r' => self.newline(),
+                b'\n' | b'\r' => self.newline()?,
                 _ => self.code(c, &mut brackets, nesting + 1)?,
             }
         }
     }
+}
+
+fn starts_with_keyword(line: &[u8], keyword: &[u8]) -> bool {
+    line.starts_with(keyword) && !line.get(keyword.len()).is_some_and(|&c| is_word_byte(c))
 }
 
 /// Whether `word` followed by a quote starts a string with a prefix, and which kind: `Some(raw)`

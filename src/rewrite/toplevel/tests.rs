@@ -6,20 +6,21 @@ const NAME: &str = "is_cuda_version_at_least";
 
 /// The 1-based lines of the sparse copy that still hold text, or `None` on a doubt.
 fn kept(source: &str) -> Option<Vec<usize>> {
-    match sparse(source, &[NAME])? {
+    match sparse(source, &[NAME], false)? {
         Sparse::Nothing => Some(Vec::new()),
         Sparse::Source(out) => {
             assert_eq!(out.len(), source.len(), "offsets moved");
             assert_eq!(out.matches('\n').count(), source.matches('\n').count());
+            let blanked = |l: &str| matches!(l.trim(), "" | "#");
             let lines: Vec<usize> = out
                 .split('\n')
                 .enumerate()
-                .filter(|(_, l)| !l.trim().is_empty())
+                .filter(|(_, l)| !blanked(l))
                 .map(|(i, _)| i + 1)
                 .collect();
             // Every kept line is byte for byte the original.
             for (o, s) in out.split('\n').zip(source.split('\n')) {
-                assert!(o.trim().is_empty() || o == s, "{o:?} vs {s:?}");
+                assert!(blanked(o) || o == s, "{o:?} vs {s:?}");
             }
             Some(lines)
         }
@@ -27,26 +28,28 @@ fn kept(source: &str) -> Option<Vec<usize>> {
 }
 
 #[test]
-fn selects_whole_statements_by_whole_word() {
-    let src = "import os\nx = is_cuda_version_at_least('1')\ny = my_is_cuda_version_at_least\nz = is_cuda_version_at_least_2\n";
+fn selects_statements_using_the_name_as_an_identifier() {
+    let src = "import os\nx = is_cuda_version_at_least('1')\ny = my_is_cuda_version_at_least\nz = is_cuda_version_at_least_2\nw = 'is_cuda_version_at_least'  # is_cuda_version_at_least\n";
     assert_eq!(kept(src), Some(vec![2]));
     assert_eq!(kept("a = 1\nb = 2\n"), Some(vec![]));
-    assert_eq!(sparse("a = 1\n", &[NAME]), Some(Sparse::Nothing));
+    assert_eq!(sparse("a = 1\n", &[NAME], false), Some(Sparse::Nothing));
 }
 
 #[test]
 fn docstring_with_column_zero_code_stays_inside_its_string() {
+    // The column-0 code is string content: nothing uses the name.
     let src = "x = '''\ndef f():\n    is_cuda_version_at_least('12.8')\n'''\ny = 1\n";
-    // The mention is inside the string of statement 1: that statement is kept, whole.
-    assert_eq!(kept(src), Some(vec![1, 2, 3, 4]));
+    assert_eq!(kept(src), Some(vec![]));
     let src = "\"\"\"Doc.\n\nis_cuda_version_at_least\n\"\"\"\nimport os\n";
-    assert_eq!(kept(src), Some(vec![1, 3, 4]));
+    assert_eq!(kept(src), Some(vec![]));
+    let src = "\"\"\"Doc.\n\nis_cuda_version_at_least\n\"\"\"\nis_cuda_version_at_least = 1\n";
+    assert_eq!(kept(src), Some(vec![5]));
     // Not mentioned: the column-0 `def` inside the docstring must not become a statement.
     let src = "x = '''\ndef f():\n    pass\n'''\ny = is_cuda_version_at_least\n";
     assert_eq!(kept(src), Some(vec![5]));
     // An escaped quote does not close a triple-quoted string.
     let src = "x = '''a\\'''\ndef is_cuda_version_at_least(): pass\n'''\ny = 1\n";
-    assert_eq!(kept(src), Some(vec![1, 2, 3]));
+    assert_eq!(kept(src), Some(vec![]));
 }
 
 #[test]
@@ -75,7 +78,7 @@ fn fstrings_nest_same_quotes_and_format_specs() {
 fn raw_strings_end_where_python_ends_them() {
     // `r"\"` does not end at its second quote: the string runs on to the next `"`.
     let src = "x = r\"\\\" is_cuda_version_at_least\"\ny = 1\n";
-    assert_eq!(kept(src), Some(vec![1]));
+    assert_eq!(kept(src), Some(vec![]));
     let src = "x = r'\\\\'\ny = is_cuda_version_at_least\n";
     assert_eq!(kept(src), Some(vec![2]));
     // An unterminated raw string is a doubt, never a guess.
@@ -97,8 +100,8 @@ fn continuations_brackets_and_clauses_join_lines() {
     let src = "try:\n    import a\nexcept ImportError:\n    is_cuda_version_at_least = None\nfinally:\n    pass\nz = 1\n";
     assert_eq!(kept(src), Some(vec![1, 2, 3, 4, 5, 6]));
     // Comments and blank lines between statements do not split or join anything.
-    let src = "x = 1\n# is_cuda_version_at_least\n\ny = 2\n";
-    assert_eq!(kept(src), Some(vec![1, 2]));
+    let src = "x = 1\n# c\n\ny = is_cuda_version_at_least\n# d\nz = 3\n";
+    assert_eq!(kept(src), Some(vec![4, 5]));
 }
 
 #[test]
@@ -139,4 +142,27 @@ fn non_ascii_names_are_selected_and_bytes_stay_valid() {
     assert_eq!(kept(src), Some(vec![1, 3]));
     let src = "\u{feff}s = 'ünïcødé 🚀'\ny = is_cuda_version_at_least\r\n";
     assert_eq!(kept(src), Some(vec![2]));
+    // The byte-order mark goes with the first statement, kept or blanked.
+    let src = "\u{feff}y = is_cuda_version_at_least\nx = 1\n";
+    assert_eq!(kept(src), Some(vec![1]));
+    let Some(Sparse::Source(out)) = sparse("a\n\nis_cuda_version_at_least\n", &[NAME], false)
+    else {
+        panic!()
+    };
+    assert_eq!(out, "#\n\nis_cuda_version_at_least\n");
+}
+
+#[test]
+fn definitions_only_keeps_defs_and_from_imports() {
+    let src = "from a import is_cuda_version_at_least\nx = is_cuda_version_at_least\n@d\ndef is_cuda_version_at_least(v):\n    pass\nasync def f(): is_cuda_version_at_least\nclass is_cuda_version_at_least: pass\ndefault = is_cuda_version_at_least\nasync  def  is_cuda_version_at_least(): pass\ndef \\\n  g(): pass\n";
+    let Some(Sparse::Source(out)) = sparse(src, &[NAME], true) else {
+        panic!("nothing selected")
+    };
+    let kept: Vec<usize> = out
+        .split('\n')
+        .enumerate()
+        .filter(|(_, l)| !matches!(l.trim(), "" | "#"))
+        .map(|(i, _)| i + 1)
+        .collect();
+    assert_eq!(kept, vec![1, 3, 4, 5, 9, 10, 11]);
 }
