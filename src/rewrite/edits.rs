@@ -49,7 +49,18 @@ pub fn apply(source: &str, mut replacements: Vec<Replacement>) -> Result<String,
 }
 
 pub fn newlines(text: &str) -> usize {
-    text.bytes().filter(|&b| b == b'\n').count()
+    // Byte-wide counters per chunk vectorise; a plain filter-count adds 64-bit lanes and cost
+    // a tenth of a 100 KB module's rewrite.
+    text.as_bytes()
+        .chunks(255)
+        .map(|chunk| {
+            usize::from(
+                chunk
+                    .iter()
+                    .fold(0u8, |n, &b| n.wrapping_add(u8::from(b == b'\n'))),
+            )
+        })
+        .sum()
 }
 
 /// 1-based line of byte `offset`.
