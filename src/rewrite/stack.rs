@@ -9,43 +9,49 @@
 use std::cell::Cell;
 
 thread_local! {
-    /// Lowest usable address of this thread's stack; `Some(None)` once found unknowable.
-    static STACK_LOW: Cell<Option<Option<usize>>> = const { Cell::new(None) };
+    /// This thread's stack as `low..high`; `Some(None)` once found unknowable.
+    static STACK: Cell<Option<Option<(usize, usize)>>> = const { Cell::new(None) };
 }
 
 /// Bytes between a local of the caller's frame and the bottom of this thread's stack.
 pub fn remaining() -> Option<usize> {
     let marker = 0u8;
     let here = std::ptr::addr_of!(marker) as usize;
-    let low = STACK_LOW.with(|cell| match cell.get() {
+    let (low, high) = STACK.with(|cell| match cell.get() {
         Some(known) => known,
         None => {
-            let found = stack_low();
+            let found = stack_bounds(here);
             cell.set(Some(found));
             found
         }
     })?;
-    here.checked_sub(low)
+    (low < here && here <= high).then(|| here - low)
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn stack_low() -> Option<usize> {
+fn stack_bounds(here: usize) -> Option<(usize, usize)> {
     // SAFETY: plain libc calls on this thread's own ids.
     let main = unsafe { libc::getpid() == libc::gettid() };
-    if main {
-        main_stack_low()
+    if !main {
+        return thread_stack();
+    }
+    let bounds = main_stack()?;
+    // A child forked from another thread has tid == pid on that thread's stack, which
+    // pthread_getattr_np (cheap for it) knows.
+    if bounds.0 < here && here <= bounds.1 {
+        Some(bounds)
     } else {
-        thread_stack_low()
+        thread_stack()
     }
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn stack_low() -> Option<usize> {
+fn stack_bounds(_here: usize) -> Option<(usize, usize)> {
     None
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn thread_stack_low() -> Option<usize> {
+fn thread_stack() -> Option<(usize, usize)> {
     // SAFETY: `attr` is initialised by pthread_getattr_np before use and destroyed once; the
     // out-pointers are valid locals.
     unsafe {
@@ -63,12 +69,13 @@ fn thread_stack_low() -> Option<usize> {
             return None;
         }
         // glibc reports the guard pages as part of the stack.
-        (addr as usize).checked_add(guard)
+        let low = (addr as usize).checked_add(guard)?;
+        Some((low, (addr as usize).checked_add(size)?))
     }
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn main_stack_low() -> Option<usize> {
+fn main_stack() -> Option<(usize, usize)> {
     extern "C" {
         /// Set by the dynamic loader near the top of the main thread's stack (what glibc's own
         /// `pthread_getattr_np` starts from).
@@ -94,5 +101,28 @@ fn main_stack_low() -> Option<usize> {
     // them take up to a quarter of it.
     let limit = usize::try_from(limit).ok()?;
     let usable = (limit / 4 * 3).checked_sub(64 << 10)?;
-    top.checked_sub(usable)
+    Some((top.checked_sub(usable)?, top))
+}
+
+#[cfg(all(test, target_os = "linux", target_env = "gnu"))]
+mod tests {
+    #[test]
+    fn a_thread_knows_its_stack() {
+        let left = std::thread::Builder::new()
+            .stack_size(8 << 20)
+            .spawn(super::remaining)
+            .unwrap()
+            .join()
+            .unwrap()
+            .expect("bounds of a std thread");
+        assert!(left > 7 << 20 && left <= 8 << 20, "{left}");
+        let small = std::thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(super::remaining)
+            .unwrap()
+            .join()
+            .unwrap()
+            .expect("bounds of a std thread");
+        assert!(small < 1 << 20, "{small}");
+    }
 }
