@@ -127,6 +127,8 @@ const TOKENS: &[&str] = &[
     "}",
     "#",
     "ｉｓ_cuda_version_at_least",
+    "\x0c",
+    "from packaging.version import Version\n",
 ];
 
 fn mutation(files: usize) -> impl Strategy<Value = Mutation> {

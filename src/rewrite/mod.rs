@@ -107,8 +107,13 @@ pub fn is_target(module: &str) -> bool {
 
 /// The names whose facts the plans read: every fact they use is keyed by one of these.
 fn relevant_names(rules: &rules::ModuleRules) -> Vec<&str> {
-    let mut names: Vec<&str> = trigger_names(rules);
-    names.extend(rules.imports.iter().map(|i| i.name.as_str()));
+    let mut names: Vec<&str> = rules
+        .functions
+        .iter()
+        .map(|f| f.name.as_str())
+        .chain(rules.call_sites.iter().map(|c| c.callee.as_str()))
+        .chain(rules.imports.iter().map(|i| i.name.as_str()))
+        .collect();
     for function in &rules.functions {
         for shape in &function.shapes {
             names.extend(shape.imports.iter().map(|i| i.name.as_str()));
@@ -119,35 +124,19 @@ fn relevant_names(rules: &rules::ModuleRules) -> Vec<&str> {
     names
 }
 
-/// The names without which no rule can match: a function rule needs its `def`, a call-site
-/// rule its call.
-fn trigger_names(rules: &rules::ModuleRules) -> Vec<&str> {
-    rules
-        .functions
-        .iter()
-        .map(|f| f.name.as_str())
-        .chain(rules.call_sites.iter().map(|c| c.callee.as_str()))
-        .collect()
-}
-
-/// The facts about the relevant names. A source that never spells a trigger name has none, and
-/// the plan then declines with its usual "no rule matched"; only ASCII sources qualify,
-/// because ruff NFKC-normalises non-ASCII identifiers (`ｄｅｆ` aside, `get_ｃｕｄａ_path` is
-/// `get_cuda_path`).
+/// The facts about the relevant names. A source that never spells one has none, and the plan
+/// then declines with its usual "no rule matched"; only ASCII sources qualify, because ruff
+/// NFKC-normalises non-ASCII identifiers (`get_ｃｕｄａ_path` is `get_cuda_path`).
 fn facts(
     rules: &rules::ModuleRules,
     source: &str,
     wanted: &[&str],
 ) -> Result<syntax::Facts, String> {
-    if source.is_ascii() && !trigger_names(rules).iter().any(|n| source.contains(n)) {
+    let relevant = relevant_names(rules);
+    if source.is_ascii() && !relevant.iter().any(|n| source.contains(n)) {
         return Ok(syntax::Facts::default());
     }
-    syntax::analyze(
-        source,
-        wanted,
-        &relevant_names(rules),
-        definitions_only(rules),
-    )
+    syntax::analyze(source, wanted, &relevant, definitions_only(rules))
 }
 
 /// Whether the plan reads only `Facts::functions` and `Facts::imports` (cpp_ext's does; the

@@ -27,10 +27,10 @@ const BOM: &[u8] = "\u{feff}".as_bytes();
 
 /// Selects the top-level statements of `source` that use one of `names` as an identifier
 /// (anywhere in them, f-string fields included), or any non-ASCII identifier (ruff
-/// NFKC-normalises those, so it could spell a relevant name). With `definitions_only`, only the
-/// `def`s of those names (decorated or not) and the `from` imports using them: no other
-/// statement produces `Facts::functions` or `Facts::imports` about them. `None` when the scanner is unsure of the statement
-/// boundaries.
+/// NFKC-normalises those, so it could spell a relevant name). With `definitions_only`, only
+/// the `def`s of those names (decorated or not) and the `from` imports using them: no other
+/// statement produces `Facts::functions` or `Facts::imports` about them. `None` when the
+/// scanner is unsure of the statement boundaries.
 pub fn sparse(source: &str, names: &[&str], definitions_only: bool) -> Option<Sparse> {
     let mut scan = Scan {
         b: source.as_bytes(),
@@ -204,15 +204,18 @@ impl Scan<'_> {
             // A continuation at the start of a line: legal, and never in FlashInfer.
             b'\\' => Err(Doubt),
             b' ' | b'\t' | b'\x0c' => {
-                let text = rest
+                let indent = rest
                     .iter()
-                    .find(|&&c| !matches!(c, b' ' | b'\t' | b'\x0c'))
-                    .copied();
-                match text {
+                    .position(|&c| !matches!(c, b' ' | b'\t' | b'\x0c'))
+                    .unwrap_or(rest.len());
+                match rest.get(indent) {
                     None | Some(b'\n' | b'\r' | b'#') => Ok(()),
                     Some(b'\\') => Err(Doubt),
-                    // An indented line belongs to the statement above it; gluing a form-feed
-                    // line (column 0 for ruff) there too only selects more.
+                    // A form feed resets ruff's column: the line may be a top-level statement.
+                    Some(_) if rest.get(..indent).is_some_and(|i| i.contains(&b'\x0c')) => {
+                        Err(Doubt)
+                    }
+                    // An indented line belongs to the statement above it.
                     Some(_) if self.segments.is_empty() => Err(Doubt),
                     Some(_) => Ok(()),
                 }

@@ -128,6 +128,7 @@ fn doubts_fall_back() {
         "x = 1 \\ y\n",
         "x = 1 \\",
         "x = 1f\"a\"\n",
+        "x = 1\n\x0cdef is_cuda_version_at_least(): pass\n",
     ] {
         assert_eq!(kept(src), None, "{src:?}");
     }
