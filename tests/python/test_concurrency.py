@@ -121,3 +121,33 @@ def test_fork_during_import(preload, tmp_path):
     assert counts[(child, "flashinfer.quantization.fp4_quantization")] == 1, err[-3000:]
     assert counts[(child, "flashinfer.jit.fp4_quantization")] <= 1, err[-3000:]
     assert "panic" not in err and "WARN" not in err, err[-3000:]
+
+
+SMALL_STACK = textwrap.dedent(
+    """
+    import sys, threading
+    threading.stack_size(256 * 1024)
+    targets, done = sys.argv[1:], []
+
+    def go():
+        for name in targets:
+            __import__(name)
+        done.append(all("__dynafold__" in vars(sys.modules[n]) for n in targets))
+
+    t = threading.Thread(target=go)
+    t.start()
+    t.join()
+    print("OK", done)
+    """
+)
+
+
+def test_import_on_a_thread_with_a_small_stack(preload, tmp_path):
+    """The parse runs on the importing thread only when it has the stack for it: a 256 KiB
+    thread (threading.stack_size) must still fold every target, on the helper thread."""
+    env = env_for("0.6.16", tmp_path, LD_PRELOAD=preload)
+    r = run([str(PYTHON), "-c", SMALL_STACK, *TARGETS], env, timeout=300)
+    out, err = r.stdout.decode(), r.stderr.decode()
+    assert r.returncode == 0, err[-3000:]
+    assert "OK [True]" in out, out + err[-3000:]
+    assert "panic" not in err and "WARN" not in err, err[-3000:]
