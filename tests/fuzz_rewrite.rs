@@ -312,6 +312,20 @@ fn python_compiles_all(pairs: &[(String, String)]) {
     );
 }
 
+/// A runner that keeps no failure files: a failing case is printed, and CI has no use for them.
+fn runner(cases: u32) -> TestRunner {
+    TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    })
+}
+
+/// A corpus file (by index) and one to five mutations of it.
+fn mutated_file(files: usize) -> impl Strategy<Value = (usize, Vec<Mutation>)> {
+    (0..files, proptest::collection::vec(mutation(files), 1..6))
+}
+
 #[test]
 fn mutated_corpus_never_panics_and_stays_line_preserving() {
     let files = corpus();
@@ -321,15 +335,8 @@ fn mutated_corpus_never_panics_and_stays_line_preserving() {
         seen: BTreeSet::new(),
         outputs: Vec::new(),
     });
-    let mut runner = TestRunner::new(Config {
-        cases: cases(3000),
-        failure_persistence: None,
-        ..Config::default()
-    });
-    let strategy = (
-        0..files.len(),
-        proptest::collection::vec(mutation(files.len()), 1..6),
-    );
+    let mut runner = runner(cases(3000));
+    let strategy = mutated_file(files.len());
     let started = std::time::Instant::now();
     runner
         .run(&strategy, |(file, mutations)| {
@@ -361,11 +368,7 @@ fn mutated_corpus_never_panics_and_stays_line_preserving() {
 #[test]
 fn arbitrary_strings_never_panic() {
     let runs = AtomicUsize::new(0);
-    let mut runner = TestRunner::new(Config {
-        cases: cases(3000) * 2,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = runner(cases(3000) * 2);
     let text = prop_oneof![
         any::<String>(),
         proptest::collection::vec(proptest::sample::select(TOKENS), 0..40).prop_map(|v| v.concat()),
@@ -398,15 +401,8 @@ fn sparse_facts_equal_full_facts() {
         assert_eq!(sparse, full, "{module}");
     }
     let compared = AtomicUsize::new(0);
-    let mut runner = TestRunner::new(Config {
-        cases: cases(3000),
-        failure_persistence: None,
-        ..Config::default()
-    });
-    let strategy = (
-        0..files.len(),
-        proptest::collection::vec(mutation(files.len()), 1..6),
-    );
+    let mut runner = runner(cases(3000));
+    let strategy = mutated_file(files.len());
     runner
         .run(&strategy, |(file, mutations)| {
             let (module, source) = &files[file];
