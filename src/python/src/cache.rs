@@ -215,6 +215,27 @@ impl Entry {
     }
 }
 
+/// The code object of `source` as `compile()` gives it under `file`: from `entry` when it
+/// holds it, else compiled and stored there. The flag says whether it came from the cache.
+pub fn code<'py>(
+    py: Python<'py>,
+    entry: Option<&Entry>,
+    source: &str,
+    file: &str,
+) -> PyResult<(Bound<'py, PyAny>, bool)> {
+    if let Some(code) = entry.and_then(|e| e.load(py)) {
+        return Ok((code, true));
+    }
+    let code = py
+        .import("builtins")?
+        .getattr("compile")?
+        .call1((source, file, "exec", 0, true))?;
+    if let Some(e) = entry {
+        e.store(py, &code);
+    }
+    Ok((code, false))
+}
+
 /// The file's bytes if it is ours to trust; Ok(None) when there is no file.
 fn read_trusted(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
     let mut file = match OpenOptions::new()

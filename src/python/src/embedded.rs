@@ -24,7 +24,9 @@ pub fn module<'py>(
         }
     }
     let file = file_name.to_string_lossy();
-    let code = code(py, source, &file, &key)?;
+    let bytes = PyBytes::new(py, source.as_bytes());
+    let entry = cache::Entry::new(py, &key, &file, &bytes, "", cache::Place::UserCache);
+    let (code, _) = cache::code(py, entry.as_ref(), source, &file)?;
     let module = PyModule::new(py, &key)?;
     module.setattr("__file__", file.as_ref())?;
     // In sys.modules while it runs, as an import would have it; taken out again if it fails,
@@ -40,20 +42,4 @@ pub fn module<'py>(
         return Err(e);
     }
     Ok(module)
-}
-
-fn code<'py>(py: Python<'py>, source: &str, file: &str, name: &str) -> PyResult<Bound<'py, PyAny>> {
-    let bytes = PyBytes::new(py, source.as_bytes());
-    let entry = cache::Entry::new(py, name, file, &bytes, "", cache::Place::UserCache);
-    if let Some(code) = entry.as_ref().and_then(|e| e.load(py)) {
-        return Ok(code);
-    }
-    let code = py
-        .import("builtins")?
-        .getattr("compile")?
-        .call1((source, file, "exec", 0, true))?;
-    if let Some(e) = &entry {
-        e.store(py, &code);
-    }
-    Ok(code)
 }

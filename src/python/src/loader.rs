@@ -3,9 +3,10 @@
 //!
 //! The rewritten code is never written to the normal `__pycache__`: this loader does not
 //! implement `get_code`/`source_to_code` overrides, so the ordinary loader's cache only ever
-//! sees the original source. Its compiled form goes to dynafold's own cache (`cache.rs`). Attributes it does not define (get_source, get_filename,
-//! is_package, resource readers) are the ordinary loader's, so tracebacks, `inspect` and
-//! `importlib.resources` keep working on the unchanged file.
+//! sees the original source; the rewritten code goes to dynafold's own cache (`cache.rs`).
+//! Attributes it does not define (get_source, get_filename, is_package, resource readers) are
+//! the ordinary loader's, so tracebacks, `inspect` and `importlib.resources` keep working on
+//! the unchanged file.
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -116,24 +117,7 @@ impl DynafoldLoader {
                 cache::Place::BesideSource(&origin),
             )
         });
-        let cached = entry.as_ref().and_then(|e| e.load(py));
-        let from_cache = cached.is_some();
-        let code = match cached {
-            Some(code) => code,
-            None => {
-                let code = py.import("builtins")?.getattr("compile")?.call1((
-                    &rewritten.source,
-                    &origin,
-                    "exec",
-                    0,
-                    true,
-                ))?;
-                if let Some(e) = &entry {
-                    e.store(py, &code);
-                }
-                code
-            }
-        };
+        let (code, from_cache) = cache::code(py, entry.as_ref(), &rewritten.source, &origin)?;
         // Operators asking where start-up time goes get dynafold's own share per module.
         log::debug!(
             "{}: rewrite {rewrite_ms:.2} ms (CUDA resolution included), code {:.2} ms ({})",
