@@ -15,9 +15,9 @@
 //!   original.
 //!
 //! Parsing uses `ruff_python_parser` (on those statements only, the rest blanked in place; see
-//! `toplevel`): it follows CPython's grammar (so what it accepts is what
-//! the interpreter will accept, f-strings and `match` included) and gives every node byte
-//! ranges, which is what replacing exactly a function body or a call, and nothing else, needs.
+//! `toplevel`): it follows CPython's grammar (so what it accepts is what the interpreter will
+//! accept, f-strings and `match` included) and gives every node byte ranges, which is what
+//! replacing exactly a function body or a call, and nothing else, needs.
 //! Functions are recognised by shape (their name and what their source says), never by line
 //! numbers or release numbers, so an unknown release either matches a known shape or is left
 //! alone.
@@ -124,19 +124,25 @@ fn relevant_names(rules: &rules::ModuleRules) -> Vec<&str> {
     names
 }
 
+/// The functions whose shapes the plans match: only they get normalised text.
+fn wanted_names(rules: &rules::ModuleRules) -> Vec<&str> {
+    rules.functions.iter().map(|f| f.name.as_str()).collect()
+}
+
 /// The facts about the relevant names. A source that never spells one has none, and the plan
 /// then declines with its usual "no rule matched"; only ASCII sources qualify, because ruff
 /// NFKC-normalises non-ASCII identifiers (`get_ｃｕｄａ_path` is `get_cuda_path`).
-fn facts(
-    rules: &rules::ModuleRules,
-    source: &str,
-    wanted: &[&str],
-) -> Result<syntax::Facts, String> {
+fn facts(rules: &rules::ModuleRules, source: &str) -> Result<syntax::Facts, String> {
     let relevant = relevant_names(rules);
     if source.is_ascii() && !relevant.iter().any(|n| source.contains(n)) {
         return Ok(syntax::Facts::default());
     }
-    syntax::analyze(source, wanted, &relevant, definitions_only(rules))
+    syntax::analyze(
+        source,
+        &wanted_names(rules),
+        &relevant,
+        definitions_only(rules),
+    )
 }
 
 /// Whether the plan reads only `Facts::functions` and `Facts::imports` (cpp_ext's does; the
@@ -165,8 +171,7 @@ pub fn rewrite(module: &str, source: &str, ctx: &dyn FoldContext) -> Result<Rewr
     let rules = rules::for_module(module)
         .map_err(|e| skip(&format!("rule data is invalid: {e}")))?
         .ok_or_else(|| skip("no rules for this module"))?;
-    let wanted: Vec<&str> = rules.functions.iter().map(|f| f.name.as_str()).collect();
-    let facts = facts(rules, source, &wanted).map_err(|e| skip(&e))?;
+    let facts = facts(rules, source).map_err(|e| skip(&e))?;
 
     let (replacements, edits, globals, cuda_version) = if rules.functions.is_empty() {
         let plan = fp4::plan(rules, source, &facts, ctx)?;
@@ -209,10 +214,9 @@ pub mod testing {
     /// or the full parse fails.
     pub fn sparse_and_full_facts(module: &str, source: &str) -> Option<(String, String)> {
         let rules = rules::for_module(module).ok()??;
-        let wanted: Vec<&str> = rules.functions.iter().map(|f| f.name.as_str()).collect();
         let relevant = super::relevant_names(rules);
-        let full = syntax::analyze_full(source, &wanted).ok()?;
-        let sparse = super::facts(rules, source, &wanted);
+        let full = syntax::analyze_full(source, &super::wanted_names(rules)).ok()?;
+        let sparse = super::facts(rules, source);
         let definitions_only = super::definitions_only(rules);
         let render =
             |facts: syntax::Facts| format!("{:#?}", restrict(facts, &relevant, definitions_only));

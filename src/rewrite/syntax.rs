@@ -93,10 +93,10 @@ pub struct Facts {
 }
 
 /// Parses `source` and extracts the facts about `relevant` names (with `definitions_only`,
-/// only `functions` and `imports`), or says why not in one line. Other facts may be missing: only the top-level statements mentioning a
-/// relevant name are parsed when the source can be cut into statements with certainty. Only
-/// the functions named in `wanted` get their normalised text (the shape matchers read nothing
-/// else).
+/// only `functions` and `imports`), or says why not in one line. Other facts may be missing:
+/// only the top-level statements mentioning a relevant name are parsed when the source can be
+/// cut into statements with certainty. Only the functions named in `wanted` get their
+/// normalised text (the shape matchers read nothing else).
 pub fn analyze(
     source: &str,
     wanted: &[&str],
