@@ -162,6 +162,19 @@ fn boundary(s: &str, at: usize) -> usize {
     i
 }
 
+/// Corpus file `file` with `mutations` applied in order; its module name beside it.
+fn mutated<'f>(
+    files: &'f [(&'f str, String)],
+    file: usize,
+    mutations: &[Mutation],
+) -> (&'f str, String) {
+    let (module, source) = &files[file];
+    let text = mutations
+        .iter()
+        .fold(source.clone(), |text, m| apply(&text, m, files));
+    (module, text)
+}
+
 fn apply(source: &str, m: &Mutation, files: &[(&str, String)]) -> String {
     let mut lines: Vec<String> = source.split_inclusive('\n').map(str::to_owned).collect();
     let pick = |n: usize, len: usize| if len == 0 { 0 } else { n % len };
@@ -340,11 +353,7 @@ fn mutated_corpus_never_panics_and_stays_line_preserving() {
     let started = std::time::Instant::now();
     runner
         .run(&strategy, |(file, mutations)| {
-            let (module, source) = &files[file];
-            let mut text = source.clone();
-            for m in &mutations {
-                text = apply(&text, m, &files);
-            }
+            let (module, text) = mutated(&files, file, &mutations);
             runs.fetch_add(1, Ordering::Relaxed);
             if let Some(out) = check(module, &text)? {
                 folded.fetch_add(1, Ordering::Relaxed);
@@ -405,11 +414,7 @@ fn sparse_facts_equal_full_facts() {
     let strategy = mutated_file(files.len());
     runner
         .run(&strategy, |(file, mutations)| {
-            let (module, source) = &files[file];
-            let mut text = source.clone();
-            for m in &mutations {
-                text = apply(&text, m, &files);
-            }
+            let (module, text) = mutated(&files, file, &mutations);
             if let Some((sparse, full)) = sparse_and_full_facts(module, &text) {
                 compared.fetch_add(1, Ordering::Relaxed);
                 prop_assert_eq!(sparse, full, "{}", module);

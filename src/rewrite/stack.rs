@@ -106,24 +106,23 @@ fn main_stack() -> Option<(usize, usize)> {
 
 #[cfg(all(test, target_os = "linux", target_env = "gnu"))]
 mod tests {
+    /// `remaining()` as seen from a new thread with a stack of `size` bytes.
+    fn remaining_on_thread(size: usize) -> usize {
+        std::thread::Builder::new()
+            .stack_size(size)
+            .spawn(super::remaining)
+            .unwrap()
+            .join()
+            .unwrap()
+            .expect("bounds of a std thread")
+    }
+
     #[test]
     fn a_thread_knows_its_stack() {
-        let left = std::thread::Builder::new()
-            .stack_size(8 << 20)
-            .spawn(super::remaining)
-            .unwrap()
-            .join()
-            .unwrap()
-            .expect("bounds of a std thread");
+        let left = remaining_on_thread(8 << 20);
         // glibc may hand out a cached stack up to four times the size asked for.
         assert!(left > 7 << 20 && left <= 32 << 20, "{left}");
-        let small = std::thread::Builder::new()
-            .stack_size(1 << 20)
-            .spawn(super::remaining)
-            .unwrap()
-            .join()
-            .unwrap()
-            .expect("bounds of a std thread");
+        let small = remaining_on_thread(1 << 20);
         assert!(small < 4 << 20, "{small}");
     }
 }
