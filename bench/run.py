@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -120,7 +121,6 @@ _cpu_seen = [0.0]
 
 
 def _children_cpu_delta():
-    import resource
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = ru.ru_utime + ru.ru_stime
     delta, _cpu_seen[0] = total - _cpu_seen[0], total
