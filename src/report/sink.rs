@@ -10,7 +10,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use dashmap::DashMap;
@@ -23,6 +23,9 @@ use super::record::{Line, Record, SiteKey};
 const NAME_ATTEMPTS: u32 = 100;
 
 pub struct Recorder {
+    /// The process whose breaks `sites` and `file` hold: a forked child inherits both, and
+    /// must neither report the parent's breaks as its own nor append to the parent's file.
+    owner: AtomicU32,
     sites: DashMap<SiteKey, Site>,
     dir: Option<PathBuf>,
     host: String,
@@ -32,7 +35,7 @@ pub struct Recorder {
 
 enum FileState {
     NotOpened,
-    Open { file: File, path: PathBuf, pid: u32 },
+    Open { file: File, path: PathBuf },
     Failed,
 }
 
@@ -40,6 +43,7 @@ impl Recorder {
     /// `dir`: where to write; `None` keeps counts in memory only.
     pub fn new(dir: Option<PathBuf>) -> Self {
         Recorder {
+            owner: AtomicU32::new(std::process::id()),
             sites: DashMap::new(),
             dir,
             host: hostname(),
@@ -83,34 +87,44 @@ impl Recorder {
 
     /// Sites seen in this process, as rows for the table.
     pub fn sites(&self) -> Vec<Site> {
+        self.forget_parent_after_fork();
         self.sites.iter().map(|e| e.value().clone()).collect()
     }
 
     pub fn total(&self) -> u64 {
+        self.forget_parent_after_fork();
         self.sites.iter().map(|e| e.value().count).sum()
     }
 
     /// The report file, once one has been opened.
     pub fn path(&self) -> Option<PathBuf> {
+        self.forget_parent_after_fork();
         match &*self.file.lock().ok()? {
             FileState::Open { path, .. } => Some(path.clone()),
             _ => None,
         }
     }
 
-    /// A forked child inherits the parent's counts and file; its own breaks belong in its
-    /// own file, counted from zero.
+    /// A forked child starts from nothing: no sites, no file (its breaks go to a file named
+    /// after its own pid). Checked on every read as well as every record, since a child that
+    /// exits before its first break still prints the exit summary.
     fn forget_parent_after_fork(&self) {
         let pid = std::process::id();
+        if self.owner.load(Ordering::Acquire) == pid {
+            return;
+        }
         let Ok(mut state) = self.file.lock() else {
             return;
         };
-        if let FileState::Open { pid: opened, .. } = &*state {
-            if *opened != pid {
-                *state = FileState::NotOpened;
-                self.sites.clear();
-            }
+        // Re-read under the lock: another thread of the child may have reset already.
+        if self.owner.load(Ordering::Acquire) == pid {
+            return;
         }
+        // The parent's descriptor is shared with it; dropping the child's copy leaves the
+        // parent's file open in the parent. A parent whose folder failed gets a fresh try.
+        *state = FileState::NotOpened;
+        self.sites.clear();
+        self.owner.store(pid, Ordering::Release);
     }
 
     fn append(&self, line: &Line) {
@@ -123,11 +137,7 @@ impl Recorder {
         };
         if let FileState::NotOpened = *state {
             *state = match self.dir.as_deref().map(|d| open_report_file(d, &self.host)) {
-                Some(Ok((file, path))) => FileState::Open {
-                    file,
-                    path,
-                    pid: std::process::id(),
-                },
+                Some(Ok((file, path))) => FileState::Open { file, path },
                 Some(Err(e)) => {
                     self.warn_once(&e);
                     FileState::Failed
@@ -304,6 +314,59 @@ mod tests {
         let path = r.path().unwrap();
         assert_ne!(path, taken);
         assert!(path.to_string_lossy().ends_with("-1.jsonl"));
+    }
+
+    /// Runs `child` in a forked copy of this process; its return value is the exit code.
+    /// Only async-signal-tolerant work belongs in `child`: no panics, no printing.
+    fn in_forked_child(child: impl FnOnce() -> i32) -> i32 {
+        // SAFETY: the child only runs `child` (allocation is fork-safe with glibc) and leaves
+        // with _exit, so no destructor or atexit handler of the test harness runs twice.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(child)).unwrap_or(99);
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for the child forked just above.
+        let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(waited, pid);
+        assert!(libc::WIFEXITED(status), "child died: status {status}");
+        libc::WEXITSTATUS(status)
+    }
+
+    #[test]
+    fn forked_child_starts_empty_before_its_first_break() {
+        for dir in [None, Some(tempfile::tempdir().unwrap())] {
+            let r = Recorder::new(dir.as_ref().map(|d| d.path().to_path_buf()));
+            r.record(rec(1));
+            r.record(rec(1));
+            let parent_file = r.path();
+            let code = in_forked_child(|| {
+                // Exit summary of a child that never broke: nothing of the parent's.
+                if r.total() != 0 || !r.sites().is_empty() {
+                    return 1;
+                }
+                if r.path().is_some() {
+                    return 2;
+                }
+                // Its first break is its own first, in its own file.
+                if r.record(rec(1)) != 1 || r.total() != 1 {
+                    return 3;
+                }
+                if dir.is_some() && (r.path().is_none() || r.path() == parent_file) {
+                    return 4;
+                }
+                0
+            });
+            assert_eq!(code, 0, "report dir {:?}", dir.as_ref().map(|d| d.path()));
+            assert_eq!(r.total(), 2, "the parent keeps its own counts");
+            assert_eq!(r.path(), parent_file);
+            if let Some(dir) = &dir {
+                let merged = crate::report::merge::merge_dir(dir.path()).unwrap();
+                assert_eq!((merged.processes(), merged.total), (2, 3));
+            }
+        }
     }
 
     #[test]
