@@ -1,7 +1,9 @@
 //! Merging the report files of a run: one row per site, counts summed over processes.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use serde::Serialize;
@@ -83,6 +85,9 @@ pub struct Merged {
     pub torn_lines: usize,
     /// Unparseable lines elsewhere.
     pub bad_lines: usize,
+    /// `*.jsonl` entries left out or cut short, each with why: one bad entry (a symlink, a
+    /// FIFO, an unreadable or oversized file) must not cost the rest of the run its summary.
+    pub skipped: Vec<String>,
 }
 
 impl Merged {
@@ -98,24 +103,86 @@ impl Merged {
     }
 }
 
-/// Reads every `*.jsonl` file directly in `dir`.
+/// Bytes read from one report file. A line is a few hundred bytes and breaks are recorded when
+/// Dynamo compiles, not per call, so this is far beyond a real run; a bigger file is not one
+/// dynafold wrote, and reading it whole could exhaust the memory of the wrapper.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// Reads every `*.jsonl` regular file directly in `dir`. Only the folder itself failing is an
+/// error; each entry that cannot be read is a warning and a line in `skipped`.
 pub fn merge_dir(dir: &Path) -> io::Result<Merged> {
-    let mut names: Vec<_> = std::fs::read_dir(dir)?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl") && p.is_file())
-        .collect();
+    merge_dir_capped(dir, MAX_FILE_BYTES)
+}
+
+fn merge_dir_capped(dir: &Path, cap: u64) -> io::Result<Merged> {
+    let mut skipped = Vec::new();
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        match entry {
+            Ok(e) if e.path().extension().is_some_and(|x| x == "jsonl") => names.push(e.path()),
+            Ok(_) => {}
+            Err(e) => skipped.push(format!("{}: {e}", dir.display())),
+        }
+    }
     names.sort();
     let mut inputs = Vec::with_capacity(names.len());
     for p in names {
-        // Lossy: a file with a bad byte still has good lines around it.
-        let bytes = std::fs::read(&p)?;
-        inputs.push((
-            p.display().to_string(),
-            String::from_utf8_lossy(&bytes).into_owned(),
-        ));
+        match read_report_file(&p, cap) {
+            // Lossy: a file with a bad byte still has good lines around it.
+            Ok((bytes, whole)) => {
+                if !whole {
+                    skipped.push(format!(
+                        "{}: larger than {cap} bytes; read the first {cap} only",
+                        p.display()
+                    ));
+                }
+                inputs.push((
+                    p.display().to_string(),
+                    String::from_utf8_lossy(&bytes).into_owned(),
+                ));
+            }
+            Err(why) => skipped.push(format!("{}: {why}", p.display())),
+        }
     }
-    Ok(merge_texts(inputs))
+    for why in &skipped {
+        log::warn!("dynafold: report file skipped: {why}");
+    }
+    let mut merged = merge_texts(inputs);
+    merged.skipped = skipped;
+    Ok(merged)
+}
+
+/// At most `cap` bytes of `path` and whether that was all of it. Never follows a symlink
+/// (a report folder is often shared scratch space) and never blocks on a FIFO: the type is
+/// checked on the open descriptor, so the name cannot be swapped after the check.
+fn read_report_file(path: &Path, cap: u64) -> Result<(Vec<u8>, bool), String> {
+    let file: File = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => "a symlink; not followed".to_string(),
+            _ => e.to_string(),
+        })?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut bytes = Vec::new();
+    // One byte past the cap tells a file of exactly `cap` bytes from a longer one.
+    file.take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    let whole = bytes.len() as u64 <= cap;
+    if !whole {
+        // Whole lines only: a cut line would be miscounted as a torn last line.
+        let keep = bytes
+            .get(..usize::try_from(cap).unwrap_or(usize::MAX))
+            .and_then(|b| b.iter().rposition(|&c| c == b'\n'))
+            .map_or(0, |i| i + 1);
+        bytes.truncate(keep);
+    }
+    Ok((bytes, whole))
 }
 
 /// One `(name, contents)` per process file.
@@ -268,5 +335,79 @@ mod tests {
         assert_eq!(m.sites.len(), 1);
         assert_eq!(m.sites[0].count, 2);
         assert_eq!(m.sites[0].hosts.iter().collect::<Vec<_>>(), vec!["h1"]);
+    }
+
+    #[test]
+    fn merge_dir_skips_symlinks_fifos_folders_and_unreadable_entries_with_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("dynafold-h-1.jsonl"),
+            line(1, Some(0), 5, 1) + "\n",
+        )
+        .unwrap();
+        // A good file reached through a symlink: someone else's data, not this run's.
+        let foreign = outside.path().join("other.jsonl");
+        std::fs::write(&foreign, line(2, Some(1), 5, 1) + "\n").unwrap();
+        std::os::unix::fs::symlink(&foreign, dir.path().join("a-link.jsonl")).unwrap();
+        // A "regular file" whose read fails (EIO): used to fail the whole merge.
+        std::os::unix::fs::symlink("/proc/self/mem", dir.path().join("b-mem.jsonl")).unwrap();
+        let fifo = std::ffi::CString::new(
+            dir.path()
+                .join("c-fifo.jsonl")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        std::fs::create_dir(dir.path().join("d-dir.jsonl")).unwrap();
+
+        // A FIFO nobody writes to would block the open forever: bound the wait.
+        let path = dir.path().to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(merge_dir(&path).map_err(|e| e.to_string())));
+        let m = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("merge_dir blocked on a FIFO")
+            .expect("one bad entry must not fail the merge");
+        assert_eq!((m.processes(), m.total), (1, 1));
+        assert_eq!(m.skipped.len(), 4, "{:#?}", m.skipped);
+        let why = |name: &str| {
+            m.skipped
+                .iter()
+                .find(|s| s.contains(name))
+                .unwrap_or_else(|| panic!("{name} not in {:#?}", m.skipped))
+                .clone()
+        };
+        assert!(why("a-link.jsonl").contains("symlink"));
+        assert!(why("b-mem.jsonl").contains("symlink"));
+        assert!(why("c-fifo.jsonl").contains("not a regular file"));
+        assert!(why("d-dir.jsonl").contains("not a regular file"));
+        assert!(crate::report::table::render(&m).contains("c-fifo.jsonl"));
+    }
+
+    #[test]
+    fn merge_dir_reads_at_most_the_cap_in_whole_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = line(1, None, 5, 1) + "\n";
+        let two = line(1, None, 5, 2) + "\n";
+        let big = dir.path().join("dynafold-h-1.jsonl");
+        std::fs::write(&big, format!("{one}{two}")).unwrap();
+        // A cap inside the second line: only the first, whole, is read.
+        let cap = (one.len() + 10) as u64;
+        let m = merge_dir_capped(dir.path(), cap).unwrap();
+        assert_eq!((m.total, m.torn_lines, m.bad_lines), (1, 0, 0));
+        assert_eq!(m.skipped.len(), 1);
+        assert!(m.skipped[0].contains("larger than"), "{:?}", m.skipped);
+        // Exactly the cap is the whole file.
+        let m = merge_dir_capped(dir.path(), (one.len() + two.len()) as u64).unwrap();
+        assert_eq!((m.total, m.skipped.len()), (2, 0));
+        // A huge sparse file costs the cap, not its size.
+        let f = std::fs::OpenOptions::new().append(true).open(&big).unwrap();
+        f.set_len(8 << 30).unwrap();
+        let m = merge_dir(dir.path()).unwrap();
+        assert_eq!(m.total, 2);
+        assert!(m.skipped[0].contains("larger than"), "{:?}", m.skipped);
     }
 }

@@ -36,6 +36,9 @@ pub fn render(merged: &Merged) -> String {
             merged.torn_lines, merged.bad_lines
         );
     }
+    for why in &merged.skipped {
+        let _ = writeln!(out, "  skipped {why}");
+    }
     render_sites(&mut out, &merged.sites, usize::MAX);
     out
 }
