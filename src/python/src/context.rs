@@ -19,16 +19,18 @@ pub struct ProcessContext {
 }
 
 impl ProcessContext {
-    /// The context, building the resolver on first use. `needs_torch_home`: the module reads
-    /// torch's `cpp_extension.CUDA_HOME` (FlashInfer 0.2/0.3), which only torch can compute.
-    pub fn get(py: Python<'_>, needs_torch_home: bool) -> ProcessContext {
+    /// The context, building the resolver on first use. `torch_home`: torch's
+    /// `cpp_extension.CUDA_HOME` when the module reads it (FlashInfer 0.2/0.3), as the Python
+    /// side of the loader found it (that takes an import, which is not run from here); None
+    /// when unknown.
+    pub fn get(py: Python<'_>, torch_home: Option<Option<String>>) -> ProcessContext {
         if let Some(resolver) = RESOLVER.get() {
             return ProcessContext { resolver };
         }
-        // Outside the OnceLock: this may run Python (importing torch's cpp_extension), which
-        // lets another importing thread in; blocked on the lock with the GIL held, that thread
-        // would deadlock the process. Two threads may both compute the facts; one set wins.
-        let torch = torch_facts(py, needs_torch_home);
+        // Outside the OnceLock: this runs Python, which lets another importing thread in;
+        // blocked on the lock with the GIL held, that thread would deadlock the process. Two
+        // threads may both compute the facts; one set wins.
+        let torch = torch_facts(py, torch_home);
         let resolver = RESOLVER.get_or_init(|| {
             Resolver::new(
                 Env::from_process(),
@@ -59,7 +61,7 @@ impl FoldContext for ProcessContext {
 
 /// torch's CUDA facts: live when torch is imported, else read from its installed
 /// `version.py` without importing it (importing torch takes seconds and is not ours to do).
-fn torch_facts(py: Python<'_>, needs_torch_home: bool) -> TorchFacts {
+fn torch_facts(py: Python<'_>, torch_home: Option<Option<String>>) -> TorchFacts {
     let live = || -> PyResult<Option<Option<String>>> {
         let modules = py.import("sys")?.getattr("modules")?;
         match modules.get_item("torch.version") {
@@ -75,14 +77,8 @@ fn torch_facts(py: Python<'_>, needs_torch_home: bool) -> TorchFacts {
         },
         None => TorchFacts::from_torch_install(&sys_path(py)),
     };
-    if needs_torch_home {
-        // The module imports this itself a few lines in; importing it first changes nothing.
-        facts.cuda_home = py
-            .import("torch.utils.cpp_extension")
-            .and_then(|m| m.getattr("CUDA_HOME"))
-            .and_then(|h| h.extract::<Option<String>>())
-            .ok();
-    }
+    // None: not read by this module, or torch could not say; either way unknown.
+    facts.cuda_home = torch_home;
     facts
 }
 

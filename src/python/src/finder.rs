@@ -36,12 +36,20 @@ impl DynafoldFinder {
         fullname: &Bound<'_, PyAny>,
         path: Option<&Bound<'_, PyAny>>,
         target: Option<&Bound<'_, PyAny>>,
-    ) -> Option<Py<PyAny>> {
+    ) -> PyResult<Option<Py<PyAny>>> {
         let py = slf.py();
         overhead::count_find_spec();
-        let name = fullname.cast::<PyString>().ok()?.to_cow().ok()?;
-        let kind = classify(&name)?;
-        guard::guarded(py, &format!("find_spec({name})"), || {
+        let Some(name) = fullname
+            .cast::<PyString>()
+            .ok()
+            .and_then(|n| n.to_cow().ok())
+        else {
+            return Ok(None);
+        };
+        let Some(kind) = classify(&name) else {
+            return Ok(None);
+        };
+        let found = guard::propagating(py, &format!("find_spec({name})"), || {
             if dynafold_core::config::test_fault("find_spec") {
                 return Err(pyo3::exceptions::PyRuntimeError::new_err(
                     "fault injected by DYNAFOLD_TEST_FAULT",
@@ -55,8 +63,8 @@ impl DynafoldFinder {
                 Target::Observe => post_import::wrap(py, &spec)?,
             };
             Ok(wrapped.then(|| spec.unbind()))
-        })
-        .flatten()
+        })?;
+        Ok(found.flatten())
     }
 
     /// dynafold's own time in this process so far, by part (see `overhead.rs`).

@@ -1,31 +1,59 @@
-//! `DynafoldLoader`: executes a target module from rewritten source, compiled under the
-//! module's own file name, or hands the module back to the ordinary loader.
+//! The native half of `hooks/loaders.py`'s `RewritingLoader`: reads a target module, folds it
+//! on a thread of its own (the fold may wait for `nvcc --version`, which must not hold the
+//! GIL), and hands back the code compiled under the module's own file name with the globals
+//! it refers to. The Python half waits, executes, and falls back to the ordinary loader.
 //!
-//! The rewritten code is never written to the normal `__pycache__`: this loader does not
-//! implement `get_code`/`source_to_code` overrides, so the ordinary loader's cache only ever
-//! sees the original source; the rewritten code goes to dynafold's own cache (`cache.rs`).
-//! Attributes it does not define (get_source, get_filename, is_package, resource readers) are
-//! the ordinary loader's, so tracebacks, `inspect` and `importlib.resources` keep working on
-//! the unchanged file.
+//! No module body runs beneath a frame of this file: see `hooks/loaders.py` for why.
+//!
+//! The rewritten code is never written to the normal `__pycache__`: the ordinary loader's
+//! cache only ever sees the original source; the rewritten code goes to dynafold's own cache
+//! (`cache.rs`).
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList, PyModule, PyTuple};
 
+use dynafold_core::cuda::CudaVersion;
 use dynafold_core::rewrite::{self, FoldContext, GlobalValue, Rewritten, Skip};
 
-use crate::cache;
 use crate::context::ProcessContext;
-use crate::guard;
-use crate::overhead;
+use crate::overhead::{Part, Timer};
+use crate::{cache, embedded, guard};
 
-#[pyclass(module = "dynafold", frozen)]
-pub struct DynafoldLoader {
-    inner: Py<PyAny>,
-    name: String,
+const SOURCE: &str = include_str!("../../../hooks/loaders.py");
+/// Enough for the parser to run on the fold thread itself (it wants 4 MiB; see syntax.rs).
+const FOLD_STACK_BYTES: usize = 16 << 20;
+
+/// `hooks/loaders.py` as module `_dynafold_loaders`, its `_native` set on first use.
+pub fn python_side(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    let module = embedded::module(
+        py,
+        SOURCE,
+        c"<dynafold>/hooks/loaders.py",
+        c"_dynafold_loaders",
+    )?;
+    if module.getattr("_native")?.is_none() {
+        let native = PyModule::new(py, "_dynafold_native")?;
+        native.add_function(wrap_pyfunction!(read, &native)?)?;
+        native.add_function(wrap_pyfunction!(reads_torch_cuda_home, &native)?)?;
+        native.add_function(wrap_pyfunction!(begin, &native)?)?;
+        native.add_function(wrap_pyfunction!(finish, &native)?)?;
+        native.add_function(wrap_pyfunction!(after_exec, &native)?)?;
+        native.add_function(wrap_pyfunction!(
+            crate::post_import::start_observer,
+            &native
+        )?)?;
+        module.setattr("_native", native)?;
+    }
+    Ok(module)
 }
 
-/// Swaps our loader into `spec` when it is an ordinary source module; false otherwise.
+/// Swaps a `RewritingLoader` into `spec` when it is an ordinary source module; false
+/// otherwise.
 pub fn wrap(py: Python<'_>, name: &str, spec: &Bound<'_, PyAny>) -> PyResult<bool> {
     let origin = spec.getattr("origin")?;
     let inner = spec.getattr("loader")?;
@@ -34,159 +62,259 @@ pub fn wrap(py: Python<'_>, name: &str, spec: &Bound<'_, PyAny>) -> PyResult<boo
         log::info!("{name}: not a plain source module; loaded unchanged");
         return Ok(false);
     }
-    let ours = DynafoldLoader {
-        inner: inner.unbind(),
-        name: name.to_owned(),
-    };
-    spec.setattr("loader", Bound::new(py, ours)?)?;
+    let ours = python_side(py)?
+        .getattr("RewritingLoader")?
+        .call1((inner, name))?;
+    spec.setattr("loader", ours)?;
     Ok(true)
 }
 
+/// A fold in progress. Its thread closes the write end of the pipe when the result is in,
+/// so the Python side waits on `fd` with the GIL released.
+#[pyclass(module = "dynafold", frozen)]
+pub struct Job {
+    read_end: OwnedFd,
+    result: Arc<Mutex<Option<Result<Rewritten, Skip>>>>,
+    name: String,
+    origin: String,
+    data: Py<PyAny>,
+    source: Arc<str>,
+    /// Set by `finish`, read by `after_exec` once the module body has run.
+    folded: Mutex<Option<(Option<CudaVersion>, String)>>,
+}
+
 #[pymethods]
-impl DynafoldLoader {
-    fn create_module(&self, _spec: &Bound<'_, PyAny>) -> Option<Py<PyAny>> {
-        None
-    }
-
-    fn exec_module(&self, module: &Bound<'_, PyAny>) -> PyResult<()> {
-        let py = module.py();
-        let done = guard::guarded(py, &format!("rewriting {}", self.name), || {
-            self.exec_rewritten(module)
-        });
-        if done != Some(true) {
-            self.inner.bind(py).call_method1("exec_module", (module,))?;
-        }
-        if crate::fp4_opaque::is_target(&self.name) {
-            let _timer = overhead::Timer::start(overhead::Part::Fp4Path);
-            guard::guarded(py, &format!("fp4 path of {}", self.name), || {
-                crate::fp4_opaque::install(py, &self.name, module)
-            });
-        }
-        Ok(())
-    }
-
-    fn __getattr__(&self, py: Python<'_>, attr: &str) -> PyResult<Py<PyAny>> {
-        Ok(self.inner.bind(py).getattr(attr)?.unbind())
-    }
-
-    fn __repr__(&self) -> String {
-        format!("<DynafoldLoader for {}>", self.name)
+impl Job {
+    #[getter]
+    fn fd(&self) -> i32 {
+        self.read_end.as_raw_fd()
     }
 }
 
-impl DynafoldLoader {
-    /// Ok(true): executed from rewritten source. Ok(false): nothing to fold, the caller runs
-    /// the ordinary loader. Err: something broke, the caller logs and does the same.
-    fn exec_rewritten(&self, module: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let py = module.py();
-        let timer = overhead::Timer::start(overhead::Part::Loader);
+/// The module's source bytes, or None (logged) when they cannot be read: the ordinary loader
+/// then meets the same error and raises it as it would have.
+#[pyfunction]
+fn read(
+    py: Python<'_>,
+    name: &str,
+    inner: &Bound<'_, PyAny>,
+    module: &Bound<'_, PyAny>,
+) -> PyResult<Option<Py<PyAny>>> {
+    let _timer = Timer::start(Part::Loader);
+    guard::propagating(py, &format!("rewriting {name}"), || {
         if dynafold_core::config::test_fault("exec_module") {
             return Err(PyRuntimeError::new_err(
                 "fault injected by DYNAFOLD_TEST_FAULT",
             ));
         }
+        let origin = module.getattr("__spec__")?.getattr("origin")?;
+        Ok(inner.call_method1("get_data", (origin,))?.unbind())
+    })
+}
+
+/// FlashInfer 0.2/0.3 read torch's `cpp_extension.CUDA_HOME`; only then must the resolver ask
+/// torch for it (the Python side does, since that is an import).
+#[pyfunction]
+fn reads_torch_cuda_home(data: &Bound<'_, PyAny>) -> bool {
+    let Ok(bytes) = data.cast::<PyBytes>() else {
+        return false;
+    };
+    let bytes = bytes.as_bytes();
+    let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    has(b"from torch.utils.cpp_extension import") && has(b"CUDA_HOME")
+}
+
+/// Starts folding `data`; None (logged) when it cannot start.
+#[pyfunction]
+fn begin(
+    py: Python<'_>,
+    name: &str,
+    module: &Bound<'_, PyAny>,
+    data: &Bound<'_, PyAny>,
+    torch_home: Option<(Option<String>,)>,
+) -> PyResult<Option<Job>> {
+    let _timer = Timer::start(Part::Loader);
+    guard::propagating(py, &format!("rewriting {name}"), || {
         let origin: String = module.getattr("__spec__")?.getattr("origin")?.extract()?;
-        let data = self.inner.bind(py).call_method1("get_data", (&origin,))?;
         let source: String = py
             .import("importlib.util")?
-            .call_method1("decode_source", (&data,))?
+            .call_method1("decode_source", (data,))?
             .extract()?;
-        let started = std::time::Instant::now();
-        let ctx = ProcessContext::get(py, reads_torch_cuda_home(&source));
-        let rewritten = match rewrite::rewrite(&self.name, &source, &ctx) {
+        let source: Arc<str> = source.into();
+        let ctx = ProcessContext::get(py, torch_home.map(|(home,)| home));
+        let (read_end, write_end) = pipe()?;
+        let result = Arc::new(Mutex::new(None));
+        let work = {
+            let (name, source, result) =
+                (name.to_owned(), Arc::clone(&source), Arc::clone(&result));
+            move || {
+                let _timer = Timer::start(Part::Loader);
+                let folded = std::panic::catch_unwind(|| rewrite::rewrite(&name, &source, &ctx))
+                    .unwrap_or_else(|_| Err(Skip("internal panic in the rewriter".into())));
+                *result.lock().unwrap_or_else(PoisonError::into_inner) = Some(folded);
+                drop(write_end);
+            }
+        };
+        let spawned = std::thread::Builder::new()
+            .name("dynafold-fold".into())
+            .stack_size(FOLD_STACK_BYTES)
+            .spawn(work);
+        if let Err(e) = spawned {
+            return Err(PyRuntimeError::new_err(format!(
+                "cannot start the fold thread: {e}"
+            )));
+        }
+        Ok(Job {
+            read_end,
+            result,
+            name: name.to_owned(),
+            origin,
+            data: data.clone().unbind(),
+            source,
+            folded: Mutex::new(None),
+        })
+    })
+}
+
+/// The code and the globals to define, or None (logged) when the module loads unchanged.
+#[pyfunction]
+fn finish<'py>(py: Python<'py>, job: &Bound<'py, Job>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    let job = job.get();
+    let _timer = Timer::start(Part::Loader);
+    guard::propagating(py, &format!("rewriting {}", job.name), || {
+        let done = job
+            .result
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(done) = done else {
+            return Err(PyRuntimeError::new_err(
+                "internal: the fold thread left no result",
+            ));
+        };
+        let rewritten = match done {
             Ok(r) => r,
             Err(Skip(reason)) => {
                 // fp4 call sites fold only to cpp_ext's folded version: when there is none,
                 // cpp_ext's own warning already said why, once for the process.
-                if self.name != "flashinfer.jit.cpp_ext" && ctx.folded_cuda_version().is_none() {
-                    log::info!("{}: loaded unchanged: {reason}", self.name);
+                let ctx = ProcessContext::get(py, None);
+                if job.name != "flashinfer.jit.cpp_ext" && ctx.folded_cuda_version().is_none() {
+                    log::info!("{}: loaded unchanged: {reason}", job.name);
                 } else {
-                    log::warn!("{}: loaded unchanged: {reason}", self.name);
+                    log::warn!("{}: loaded unchanged: {reason}", job.name);
                 }
-                return Ok(false);
+                return Ok(None);
             }
         };
-        let rewrite_ms = started.elapsed().as_secs_f64() * 1e3;
+        let started = std::time::Instant::now();
+        let data = job.data.bind(py);
         let entry = data.cast::<PyBytes>().ok().and_then(|bytes| {
             cache::Entry::new(
                 py,
-                &self.name,
-                &origin,
+                &job.name,
+                &job.origin,
                 bytes,
                 &rewritten.source,
-                cache::Place::BesideSource(&origin),
+                cache::Place::BesideSource(&job.origin),
             )
         });
-        let (code, from_cache) = cache::code(py, entry.as_ref(), &rewritten.source, &origin)?;
+        let (code, from_cache) = cache::code(py, entry.as_ref(), &rewritten.source, &job.origin)?;
         // Operators asking where start-up time goes get dynafold's own share per module.
         log::debug!(
-            "{}: rewrite {rewrite_ms:.2} ms (CUDA resolution included), code {:.2} ms ({})",
-            self.name,
-            started.elapsed().as_secs_f64() * 1e3 - rewrite_ms,
+            "{}: code {:.2} ms ({}) for {} bytes of source",
+            job.name,
+            started.elapsed().as_secs_f64() * 1e3,
             if from_cache {
                 "dynafold cache"
             } else {
                 "compile()"
-            }
+            },
+            job.source.len(),
         );
-        let globals = module.getattr("__dict__")?;
-        let globals = globals.cast::<PyDict>()?;
-        // FlashInfer's module imports packaging.version itself a few lines in: importing it
-        // here first moves that cost, it does not add to it, so it is not dynafold's time.
-        drop(timer);
-        let version_type = if rewritten
-            .globals
+        let values = globals_for(py, &rewritten)?;
+        let summary = rewritten
+            .edits
             .iter()
-            .any(|g| matches!(g.value, GlobalValue::Version(_)))
-        {
-            Some(py.import("packaging.version")?.getattr("Version")?)
-        } else {
-            None
-        };
-        let timer = overhead::Timer::start(overhead::Part::Loader);
-        define_globals(py, globals, &rewritten, version_type.as_ref())?;
-        // The module's own execution is FlashInfer's time, not dynafold's.
-        drop(timer);
-        py.import("builtins")?
-            .getattr("exec")?
-            .call1((code, globals))?;
-        if let Some(v) = rewritten.cuda_version.clone() {
-            ctx.set_folded_version(v);
-        }
-        log::info!(
-            "{}: folded {} site(s): {}",
-            self.name,
-            rewritten.edits.len(),
-            rewritten
-                .edits
-                .iter()
-                .map(|e| format!("{} (line {})", e.rule, e.first_line))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        Ok(true)
-    }
+            .map(|e| format!("{} (line {})", e.rule, e.first_line))
+            .collect::<Vec<_>>()
+            .join(", ");
+        *job.folded.lock().unwrap_or_else(PoisonError::into_inner) = Some((
+            rewritten.cuda_version.clone(),
+            format!("folded {} site(s): {summary}", rewritten.edits.len()),
+        ));
+        Ok(Some(PyTuple::new(py, [code, values.into_any()])?))
+    })
+    .map(Option::flatten)
 }
 
-/// FlashInfer 0.2/0.3 read torch's `cpp_extension.CUDA_HOME`; only then must the resolver ask
-/// torch for it.
-fn reads_torch_cuda_home(source: &str) -> bool {
-    source.contains("from torch.utils.cpp_extension import") && source.contains("CUDA_HOME")
-}
-
-/// Sets the globals the rewritten text refers to, and `__dynafold__`, which says what was
-/// folded, where, to what, and where each value came from.
-fn define_globals(
+/// After the module body ran: records what was folded, then installs the fp4 kernel path
+/// where the module defines it. `job` is None when the ordinary loader ran the module.
+#[pyfunction]
+#[pyo3(signature = (name, module, job=None))]
+fn after_exec(
     py: Python<'_>,
-    globals: &Bound<'_, PyDict>,
-    rewritten: &Rewritten,
-    version_type: Option<&Bound<'_, PyAny>>,
+    name: &str,
+    module: &Bound<'_, PyAny>,
+    job: Option<&Bound<'_, Job>>,
 ) -> PyResult<()> {
+    if let Some(job) = job {
+        let folded = job
+            .get()
+            .folded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some((version, summary)) = folded {
+            if let Some(v) = version {
+                ProcessContext::get(py, None).set_folded_version(v);
+            }
+            log::info!("{name}: {summary}");
+        }
+    }
+    if crate::fp4_opaque::is_target(name) {
+        let _timer = Timer::start(Part::Fp4Path);
+        guard::propagating(py, &format!("fp4 path of {name}"), || {
+            crate::fp4_opaque::install(py, name, module)
+        })?;
+    }
+    Ok(())
+}
+
+/// A close-on-exec pipe: (read end, write end).
+fn pipe() -> PyResult<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills both slots on success; each fd is then owned exactly once.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(PyRuntimeError::new_err(format!(
+            "pipe2: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    // SAFETY: both fds were just created and are owned by nothing else.
+    let (r, w) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+    Ok((r.into(), w.into()))
+}
+
+/// The globals the rewritten text refers to, and `__dynafold__`, which says what was folded,
+/// where, to what, and where each value came from.
+fn globals_for<'py>(py: Python<'py>, rewritten: &Rewritten) -> PyResult<Bound<'py, PyDict>> {
+    // FlashInfer's module imports packaging.version itself a few lines in: importing it here
+    // first moves that cost, it does not add to it.
+    let version_type = if rewritten
+        .globals
+        .iter()
+        .any(|g| matches!(g.value, GlobalValue::Version(_)))
+    {
+        Some(py.import("packaging.version")?.getattr("Version")?)
+    } else {
+        None
+    };
+    let globals = PyDict::new(py);
     let values = PyDict::new(py);
     for g in &rewritten.globals {
         let (value, shown) = match &g.value {
             GlobalValue::Version(v) => {
-                let version_type = version_type.ok_or_else(|| {
+                let version_type = version_type.as_ref().ok_or_else(|| {
                     PyRuntimeError::new_err("internal: a version global without its type")
                 })?;
                 (version_type.call1((v.as_str(),))?, v.as_str().to_owned())
@@ -211,5 +339,6 @@ fn define_globals(
     info.set_item("version", env!("CARGO_PKG_VERSION"))?;
     info.set_item("rules", rules)?;
     info.set_item("values", values)?;
-    globals.set_item("__dynafold__", info)
+    globals.set_item("__dynafold__", info)?;
+    Ok(globals)
 }
