@@ -17,6 +17,9 @@ const OFF: u8 = 3;
 
 static STATE: AtomicU8 = AtomicU8::new(IDLE);
 static IS_INITIALIZED: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+static THREAD_STATE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+static INTERPRETER_OF: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+static MAIN_INTERPRETER: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 /// `dynafold_on_import` of the pyo3 library once active: keeps the finder first.
 static ON_IMPORT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 
@@ -30,6 +33,9 @@ pub fn register() {
         return;
     }
     IS_INITIALIZED.store(py.is_initialized as *mut c_void, Ordering::Relaxed);
+    THREAD_STATE.store(py.thread_state as *mut c_void, Ordering::Relaxed);
+    INTERPRETER_OF.store(py.interpreter_of as *mut c_void, Ordering::Relaxed);
+    MAIN_INTERPRETER.store(py.main_interpreter as *mut c_void, Ordering::Relaxed);
     // SAFETY: documented as callable before Py_Initialize; the hook is a plain C function.
     if unsafe { (py.add_audit_hook)(hook, std::ptr::null_mut()) } != 0 {
         activate::say("could not register the audit hook; not activating");
@@ -39,7 +45,7 @@ pub fn register() {
 extern "C" fn hook(event: *const c_char, _args: *mut c_void, _data: *mut c_void) -> c_int {
     match STATE.load(Ordering::Relaxed) {
         ACTIVE => {
-            if is_event(event, b"import") {
+            if is_event(event, b"import") && in_main_interpreter() {
                 let f = ON_IMPORT.load(Ordering::Relaxed);
                 if !f.is_null() {
                     // SAFETY: set from the pyo3 library's exported `extern "C" fn()`.
@@ -52,6 +58,7 @@ extern "C" fn hook(event: *const c_char, _args: *mut c_void, _data: *mut c_void)
         IDLE => {
             if (is_event(event, b"import") || starts_with(event, b"cpython.run_"))
                 && initialized()
+                && in_main_interpreter()
                 && STATE
                     .compare_exchange(IDLE, BUSY, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
@@ -79,6 +86,29 @@ fn initialized() -> bool {
     // SAFETY: stored from dlsym("Py_IsInitialized"), a `int (void)` function.
     let f: unsafe extern "C" fn() -> c_int = unsafe { std::mem::transmute(f) };
     unsafe { f() != 0 }
+}
+
+/// Whether the event comes from the main interpreter. The finder and everything it holds
+/// belong to that one: touching another interpreter's `sys.meta_path` with them, or attaching
+/// to the main one from a subinterpreter's thread, deadlocks (3.9-3.11) or corrupts the heap
+/// (3.12+). C audit hooks may also run with no thread state at all (finalisation).
+fn in_main_interpreter() -> bool {
+    let tstate = THREAD_STATE.load(Ordering::Relaxed);
+    let interpreter_of = INTERPRETER_OF.load(Ordering::Relaxed);
+    let main = MAIN_INTERPRETER.load(Ordering::Relaxed);
+    if tstate.is_null() || interpreter_of.is_null() || main.is_null() {
+        return false;
+    }
+    // SAFETY: all three stored from dlsym of CPython functions with these signatures; the
+    // unchecked getter may return NULL, which is checked before it is used.
+    unsafe {
+        let tstate: unsafe extern "C" fn() -> *mut c_void = std::mem::transmute(tstate);
+        let interpreter_of: unsafe extern "C" fn(*mut c_void) -> *mut c_void =
+            std::mem::transmute(interpreter_of);
+        let main: unsafe extern "C" fn() -> *mut c_void = std::mem::transmute(main);
+        let ts = tstate();
+        !ts.is_null() && interpreter_of(ts) == main()
+    }
 }
 
 fn event_bytes<'a>(event: *const c_char) -> &'a [u8] {

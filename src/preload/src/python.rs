@@ -9,16 +9,27 @@ pub struct Python {
     pub add_audit_hook: unsafe extern "C" fn(AuditHook, *mut c_void) -> c_int,
     pub is_initialized: unsafe extern "C" fn() -> c_int,
     pub version: unsafe extern "C" fn() -> *const c_char,
+    /// The current thread state or NULL, without the fatal error `PyThreadState_Get` gives:
+    /// `PyThreadState_GetUnchecked` (3.13+) or `_PyThreadState_UncheckedGet` (3.9-3.12).
+    pub thread_state: unsafe extern "C" fn() -> *mut c_void,
+    /// `PyThreadState_GetInterpreter` and `PyInterpreterState_Main`: audit hooks fire in every
+    /// interpreter of the process, and dynafold lives in the main one only.
+    pub interpreter_of: unsafe extern "C" fn(*mut c_void) -> *mut c_void,
+    pub main_interpreter: unsafe extern "C" fn() -> *mut c_void,
 }
 
 /// The interpreter linked into this process, or None when this is not a Python process.
 pub fn find() -> Option<Python> {
     // SAFETY: dlsym on RTLD_DEFAULT with NUL-terminated names; the casts match CPython's
-    // documented signatures for these three functions.
+    // documented signatures for these functions.
     unsafe {
         let add = symbol(c"PySys_AddAuditHook")?;
         let init = symbol(c"Py_IsInitialized")?;
         let version = symbol(c"Py_GetVersion")?;
+        let tstate = symbol(c"PyThreadState_GetUnchecked")
+            .or_else(|| symbol(c"_PyThreadState_UncheckedGet"))?;
+        let interpreter_of = symbol(c"PyThreadState_GetInterpreter")?;
+        let main = symbol(c"PyInterpreterState_Main")?;
         Some(Python {
             add_audit_hook: std::mem::transmute::<
                 *mut c_void,
@@ -30,6 +41,17 @@ pub fn find() -> Option<Python> {
             version: std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> *const c_char>(
                 version,
             ),
+            thread_state: std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> *mut c_void>(
+                tstate,
+            ),
+            interpreter_of: std::mem::transmute::<
+                *mut c_void,
+                unsafe extern "C" fn(*mut c_void) -> *mut c_void,
+            >(interpreter_of),
+            main_interpreter: std::mem::transmute::<
+                *mut c_void,
+                unsafe extern "C" fn() -> *mut c_void,
+            >(main),
         })
     }
 }
