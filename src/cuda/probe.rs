@@ -7,9 +7,9 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io::Read;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -160,15 +160,54 @@ fn reader<R: Read + Send + 'static>(pipe: Option<R>) -> mpsc::Receiver<Result<Ve
     rx
 }
 
+/// Kills the child's whole process group. Only ever called while the child is unreaped (its
+/// exit is observed with `WNOWAIT` until the end of `collect`), so its pid, which is also the
+/// group id because of `process_group(0)`, cannot have been reused by then.
 fn kill_group(child: &mut Child) {
     if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-        // SAFETY: plain syscall on the process group we created for this child (pid == pgid
-        // because of process_group(0)); the child is not yet reaped, so the id is still ours.
+        // SAFETY: plain syscall on the process group we created for this child.
         unsafe {
             libc::kill(-pid, libc::SIGKILL);
         }
     }
-    let _ = child.kill();
+}
+
+/// The child's exit, observed without reaping it: `Ok(None)` while it runs.
+fn exited(child: &Child) -> std::io::Result<Option<Status>> {
+    let pid = libc::id_t::from(child.id());
+    // SAFETY: `info` is a zeroed out-parameter that waitid fills; WNOWAIT leaves the child a
+    // zombie, so its pid stays ours.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: waitid succeeded, so the SIGCHLD fields of `info` are the ones filled in.
+    let (who, code) = unsafe { (info.si_pid(), info.si_status()) };
+    if who == 0 {
+        return Ok(None);
+    }
+    Ok(Some(match info.si_code {
+        libc::CLD_EXITED => Status::Exited(code),
+        libc::CLD_KILLED | libc::CLD_DUMPED => Status::Signaled(code),
+        other => Status::Broken(format!("unexpected waitid code {other}")),
+    }))
+}
+
+/// Kills the group if asked, then reaps the child: the last thing done with it.
+fn finish(child: &mut Child, kill: bool, result: ProbeResult) -> ProbeResult {
+    if kill {
+        kill_group(child);
+    }
+    let _ = child.wait();
+    result
 }
 
 fn collect(child: &mut Child, timeout: Duration) -> ProbeResult {
@@ -176,29 +215,26 @@ fn collect(child: &mut Child, timeout: Duration) -> ProbeResult {
     let out_rx = reader(child.stdout.take());
     let err_rx = reader(child.stderr.take());
 
-    let mut status: Option<ExitStatus> = None;
     let mut pause = Duration::from_millis(1);
-    while status.is_none() {
-        match child.try_wait() {
-            Ok(Some(s)) => status = Some(s),
+    let status = loop {
+        match exited(child) {
+            Ok(Some(status)) => break status,
             Ok(None) => {}
             Err(e) => {
-                kill_group(child);
-                let _ = child.wait();
-                return ProbeResult::bare(Status::Broken(e.to_string()));
+                return finish(
+                    child,
+                    true,
+                    ProbeResult::bare(Status::Broken(e.to_string())),
+                )
             }
         }
-        if status.is_none() {
-            let now = Instant::now();
-            if now >= deadline {
-                kill_group(child);
-                let _ = child.wait();
-                return ProbeResult::bare(Status::Timeout);
-            }
-            thread::sleep(pause.min(deadline - now));
-            pause = (pause * 2).min(Duration::from_millis(20));
+        let now = Instant::now();
+        if now >= deadline {
+            return finish(child, true, ProbeResult::bare(Status::Timeout));
         }
-    }
+        thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(Duration::from_millis(20));
+    };
 
     // Like CPython we read to EOF, which a leftover grandchild can delay; bounded by the
     // same deadline, after which the group is killed and the readers abandoned.
@@ -207,31 +243,24 @@ fn collect(child: &mut Child, timeout: Duration) -> ProbeResult {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
             Ok(Ok(bytes)) => outputs.push(bytes),
-            Ok(Err(e)) => return ProbeResult::bare(Status::Broken(e)),
-            Err(_) => {
-                kill_group(child);
-                return ProbeResult::bare(Status::Timeout);
-            }
+            Ok(Err(e)) => return finish(child, true, ProbeResult::bare(Status::Broken(e))),
+            Err(_) => return finish(child, true, ProbeResult::bare(Status::Timeout)),
         }
     }
     let stderr = outputs.pop().unwrap_or_default();
     let stdout = outputs.pop().unwrap_or_default();
     if stdout.len() > OUTPUT_CAP || stderr.len() > OUTPUT_CAP {
-        return ProbeResult::bare(Status::TooMuchOutput);
+        return finish(child, true, ProbeResult::bare(Status::TooMuchOutput));
     }
-    let status = match status {
-        Some(s) => match (s.code(), s.signal()) {
-            (Some(code), _) => Status::Exited(code),
-            (None, Some(sig)) => Status::Signaled(sig),
-            (None, None) => Status::Broken(format!("unexpected wait status {s:?}")),
+    finish(
+        child,
+        false,
+        ProbeResult {
+            status,
+            stdout,
+            stderr,
         },
-        None => Status::Broken("no exit status".into()),
-    };
-    ProbeResult {
-        status,
-        stdout,
-        stderr,
-    }
+    )
 }
 
 #[cfg(test)]
