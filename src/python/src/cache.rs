@@ -14,7 +14,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -28,6 +28,9 @@ const DIGEST_LEN: usize = 32;
 /// Hex digits of the digest in the file name: enough to keep environments apart; the full
 /// digest inside the file is what is checked.
 const NAME_HASH_LEN: usize = 16;
+/// Like CPython's pycs: readable by everyone who can read the module (as far as the umask
+/// allows), writable by us only.
+const CACHE_FILE_MODE: u32 = 0o644;
 /// Larger than any FlashInfer module's code; a bigger file is not ours.
 const MAX_FILE_BYTES: u64 = 16 << 20;
 
@@ -302,11 +305,11 @@ fn write_atomic(path: &Path, contents: &[u8], private_dir: bool) -> std::io::Res
     let mut file: File = OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o644)
+        .mode(CACHE_FILE_MODE)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&tmp)?;
-    let written = file
-        .write_all(contents)
+    let written = trusted_mode(&file)
+        .and_then(|()| file.write_all(contents))
         .and_then(|()| std::fs::rename(&tmp, path));
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -314,7 +317,131 @@ fn write_atomic(path: &Path, contents: &[u8], private_dir: bool) -> std::io::Res
     written
 }
 
+/// Makes the new file one that `read_trusted` accepts, whatever the umask, a default ACL or
+/// the file system did to open()'s mode: writable by no one else (else it would be rejected at
+/// every start and the cache never used) and readable and writable by us (else a umask such
+/// as 0466 would leave us a file we cannot read back). Read bits the umask removed stay off.
+fn trusted_mode(file: &File) -> std::io::Result<()> {
+    let mode = file.metadata()?.mode() & 0o777;
+    let wanted = (mode & !0o022) | 0o600;
+    if wanted != mode {
+        file.set_permissions(std::fs::Permissions::from_mode(wanted))?;
+    }
+    Ok(())
+}
+
 fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// The umask is per process: tests that change it must not overlap.
+    static UMASK: Mutex<()> = Mutex::new(());
+
+    fn with_umask<T>(mask: libc::mode_t, f: impl FnOnce() -> T) -> T {
+        let _guard = UMASK.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: umask cannot fail; the old value is put back before the lock is released.
+        let old = unsafe { libc::umask(mask) };
+        let out = f();
+        // SAFETY: as above.
+        unsafe { libc::umask(old) };
+        out
+    }
+
+    /// A fresh folder removed on drop (this crate does without tempfile).
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new() -> TempDir {
+            static N: AtomicU64 = AtomicU64::new(0);
+            let dir = std::env::temp_dir().join(format!(
+                "dynafold-cache-test-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            std::fs::create_dir(&dir).unwrap();
+            TempDir(dir)
+        }
+
+        fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn slot(dir: &Path) -> PathBuf {
+        let pycache = dir.join("__pycache__");
+        std::fs::create_dir_all(&pycache).unwrap();
+        pycache.join("m.cpython-311.dynafold-0123456789abcdef.pyc")
+    }
+
+    #[test]
+    fn stored_file_is_trusted_whatever_the_umask() {
+        // 002: shared-group set-ups; 000: some containers; 077: private; 466: a umask that
+        // would leave the owner a file it cannot read back.
+        for (mask, expected) in [
+            (0o002, 0o644),
+            (0o000, 0o644),
+            (0o022, 0o644),
+            (0o077, 0o600),
+            (0o466, 0o600),
+        ] {
+            let dir = TempDir::new();
+            let path = slot(dir.path());
+            with_umask(mask, || write_atomic(&path, b"payload", false)).unwrap();
+            let mode = std::fs::metadata(&path).unwrap().mode() & 0o777;
+            assert_eq!(mode, expected, "umask {mask:03o}: mode {mode:03o}");
+            let read = read_trusted(&path).unwrap_or_else(|e| panic!("umask {mask:03o}: {e}"));
+            assert_eq!(read.as_deref(), Some(b"payload".as_slice()));
+        }
+    }
+
+    #[test]
+    fn a_group_writable_new_file_is_made_private_before_it_is_stored() {
+        // Stands for whatever makes open()'s 0644 come out group-writable (an ACL, a file
+        // system that ignores the mode): the file written must still be one we trust.
+        let dir = TempDir::new();
+        let path = slot(dir.path());
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .unwrap();
+        file.set_permissions(std::fs::Permissions::from_mode(0o666))
+            .unwrap();
+        trusted_mode(&file).unwrap();
+        assert_eq!(file.metadata().unwrap().mode() & 0o777, 0o644);
+    }
+
+    #[test]
+    fn writable_by_others_or_owned_by_others_is_still_rejected() {
+        let dir = TempDir::new();
+        let path = slot(dir.path());
+        write_atomic(&path, b"payload", false).unwrap();
+        for mode in [0o664, 0o646, 0o666] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let err = read_trusted(&path).expect_err("group/world writable must not be trusted");
+            assert!(err.to_string().contains("writable"), "{mode:o}: {err}");
+        }
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        // A file of another user: made by chown when we may (root), else one that exists.
+        let foreign = if euid() == 0 {
+            std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
+            path.clone()
+        } else {
+            PathBuf::from("/etc/passwd")
+        };
+        let err = read_trusted(&foreign).expect_err("another user's file must not be trusted");
+        assert!(err.to_string().contains("another user"), "{err}");
+    }
 }
