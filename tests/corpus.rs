@@ -1,5 +1,6 @@
 //! Every target module of every real FlashInfer release in the corpus
-//! (`scripts/fetch-corpus`), rewritten as if the process had CUDA 12.8.
+//! (`scripts/fetch-corpus`), rewritten as if the process had CUDA 12.8, must give exactly the
+//! README's table "Which sites each FlashInfer release has".
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,6 +10,73 @@ use dynafold_core::rewrite::{rewrite, TARGETS};
 
 mod common;
 use common::{corpus_dir, version, Cuda128};
+
+/// One cell of the README's table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cell {
+    /// `-`: the release has no such module.
+    Absent,
+    /// `stub`: the module only re-exports, so no rule matches and it is left untouched.
+    Stub,
+    /// This many sites folded, by these rules (in source order).
+    Sites(&'static [&'static str]),
+}
+use Cell::{Absent, Sites, Stub};
+
+/// 0.2.14.post1's cpp_ext has no `get_cuda_path` (it takes torch's `CUDA_HOME`).
+const CPP_EXT_2: Cell = Sites(&[
+    "cpp_ext.get_cuda_version",
+    "cpp_ext.is_cuda_version_at_least",
+]);
+const CPP_EXT_3: Cell = Sites(&[
+    "cpp_ext.get_cuda_path",
+    "cpp_ext.get_cuda_version",
+    "cpp_ext.is_cuda_version_at_least",
+]);
+const FP4_2: Cell = Sites(&[
+    "fp4.is_cuda_version_at_least",
+    "fp4.is_cuda_version_at_least",
+]);
+
+/// The README's table, row for row; columns in `TARGETS` order. Every release that
+/// scripts/fetch-corpus installs must be here and in the corpus.
+const EXPECTED: [(&str, [Cell; 4]); 9] = [
+    ("0.2.0.post2", [Absent, Absent, Absent, Absent]),
+    ("0.2.14.post1", [CPP_EXT_2, FP4_2, Absent, Absent]),
+    ("0.3.1", [CPP_EXT_3, FP4_2, Absent, Absent]),
+    ("0.4.1", [CPP_EXT_3, FP4_2, FP4_2, Absent]),
+    ("0.5.3", [CPP_EXT_3, FP4_2, FP4_2, Absent]),
+    ("0.6.0", [CPP_EXT_3, FP4_2, FP4_2, Absent]),
+    ("0.6.16", [CPP_EXT_3, Stub, FP4_2, FP4_2]),
+    ("0.7.0", [CPP_EXT_3, Stub, FP4_2, FP4_2]),
+    ("0.7.4", [CPP_EXT_3, Stub, FP4_2, FP4_2]),
+];
+
+/// What the rewriter made of one module.
+#[derive(Debug)]
+enum Found {
+    Absent,
+    Stub,
+    Sites(Vec<String>),
+}
+
+impl Found {
+    fn is(&self, cell: &Cell) -> bool {
+        match (self, cell) {
+            (Found::Absent, Absent) | (Found::Stub, Stub) => true,
+            (Found::Sites(got), Sites(want)) => got == want,
+            _ => false,
+        }
+    }
+
+    fn show(&self) -> String {
+        match self {
+            Found::Absent => "-".into(),
+            Found::Stub => "stub".into(),
+            Found::Sites(rules) => rules.len().to_string(),
+        }
+    }
+}
 
 fn module_file(module: &str) -> PathBuf {
     PathBuf::from(format!("{}.py", module.replace('.', "/")))
@@ -32,26 +100,42 @@ fn corpus_rewrites_cleanly() {
         .filter(|p| p.is_dir())
         .collect();
     releases.sort_by_key(|p| release_key(p));
-    assert!(
-        !releases.is_empty(),
-        "corpus folder {} is empty: run scripts/fetch-corpus first",
+    let found: Vec<String> = releases.iter().map(|p| release_name(p)).collect();
+    let wanted: Vec<String> = EXPECTED.iter().map(|(r, _)| r.to_string()).collect();
+    assert_eq!(
+        found,
+        wanted,
+        "the releases in {} are not the README's table's: run scripts/fetch-corpus (or update \
+         EXPECTED and the README together)",
         corpus.display()
     );
+    for release_dir in &releases {
+        // A folder left half-unpacked, or holding no FlashInfer at all, would otherwise read
+        // as a release without the modules.
+        assert!(
+            release_dir.join(".complete").is_file()
+                && release_dir.join("flashinfer/__init__.py").is_file(),
+            "{} is not a complete FlashInfer release: delete it and run scripts/fetch-corpus",
+            release_dir.display()
+        );
+    }
 
     let out_dir = tempfile::tempdir().expect("temp dir");
     let mut written: Vec<PathBuf> = Vec::new();
-    let mut table: BTreeMap<(Vec<u64>, String), Vec<String>> = BTreeMap::new();
-    for release_dir in &releases {
-        let release = release_dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+    let mut table: BTreeMap<(Vec<u64>, String), Vec<Found>> = BTreeMap::new();
+    let mut mismatches = Vec::new();
+    for (release_dir, (release, expected)) in releases.iter().zip(EXPECTED) {
+        let release = release.to_string();
         let mut row = Vec::new();
         for module in TARGETS {
             let path = release_dir.join(module_file(module));
-            let Ok(src) = std::fs::read_to_string(&path) else {
-                row.push("-".to_string());
-                continue;
+            let src = match std::fs::read_to_string(&path) {
+                Ok(src) => src,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    row.push(Found::Absent);
+                    continue;
+                }
+                Err(e) => panic!("{}: {e}", path.display()),
             };
             match rewrite(module, &src, &Cuda128) {
                 Ok(out) => {
@@ -85,7 +169,9 @@ fn corpus_rewrites_cleanly() {
                     std::fs::create_dir_all(dest.parent().expect("has a parent")).expect("mkdir");
                     std::fs::write(&dest, &out.source).expect("write");
                     written.push(dest);
-                    row.push(out.edits.len().to_string());
+                    row.push(Found::Sites(
+                        out.edits.iter().map(|e| e.rule.clone()).collect(),
+                    ));
                 }
                 Err(skip) => {
                     // The one expected skip: 0.6.16+'s re-export stub has no call site.
@@ -95,8 +181,15 @@ fn corpus_rewrites_cleanly() {
                         "{release} {module}: unexpected skip: {}",
                         skip.0
                     );
-                    row.push("skip (stub)".to_string());
+                    row.push(Found::Stub);
                 }
+            }
+        }
+        for ((module, got), want) in TARGETS.iter().zip(&row).zip(&expected) {
+            if !got.is(want) {
+                mismatches.push(format!(
+                    "{release} {module}: got {got:?}, README says {want:?}"
+                ));
             }
         }
         table.insert((release_key(release_dir), release), row);
@@ -118,9 +211,27 @@ fn corpus_rewrites_cleanly() {
     println!("\nsites folded (release x module; - = module absent):\n{header}");
     println!("|{}", "---|".repeat(TARGETS.len() + 1));
     for ((_, release), row) in &table {
+        let row: Vec<String> = row.iter().map(Found::show).collect();
         println!("| {release:<13} | {} |", row.join(" | "));
     }
     println!("{} rewritten modules compiled with CPython", written.len());
+    assert!(
+        mismatches.is_empty(),
+        "the README's table is wrong:\n{}",
+        mismatches.join("\n")
+    );
+    let expected_written = EXPECTED
+        .iter()
+        .flat_map(|(_, row)| row)
+        .filter(|c| matches!(c, Sites(_)))
+        .count();
+    assert_eq!(written.len(), expected_written, "rewritten modules");
+}
+
+fn release_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 fn release_key(path: &Path) -> Vec<u64> {
