@@ -18,8 +18,7 @@ PROBE = "import os, sys; print('FIRST', type(sys.meta_path[0]).__name__); print(
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("package")
     maturin = pathlib.Path(sys.executable).parent / "maturin"
-    if not maturin.exists():
-        pytest.skip("maturin is not installed in the test venv (scripts/lib/env.sh installs it)")
+    assert maturin.exists(), f"{maturin} missing: the test venv lacks maturin (scripts/lib/env.sh installs it)"
     env = dict(os.environ, PATH=f"{maturin.parent}:{os.environ['PATH']}")
     # The in-tree backend builds the libraries maturin does not; `maturin build` alone skips
     # it, so the wheel is built through the same PEP 517 hook pip uses.

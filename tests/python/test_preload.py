@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from conftest import clean_env, interpreters, run
+from conftest import clean_env, run
 
 FAKE_NVCC = """#!/bin/sh
 echo "nvcc: NVIDIA (R) Cuda compiler driver"
@@ -93,7 +93,6 @@ def launch_modes(python, tmp):
     }
 
 
-@pytest.mark.parametrize("python", interpreters())
 def test_finder_first_and_unique_in_every_launch_mode(preload, python, tmp_path):
     for mode, (cmd, stdin, expected) in launch_modes(python, tmp_path).items():
         r = run(cmd, clean_env(LD_PRELOAD=preload), input=stdin, cwd=tmp_path)
@@ -103,7 +102,6 @@ def test_finder_first_and_unique_in_every_launch_mode(preload, python, tmp_path)
         assert r.stderr.decode().replace(">>> ", "").strip() == "", (mode, r.stderr.decode())
 
 
-@pytest.mark.parametrize("python", interpreters())
 def test_stays_first_after_other_finders_insert_themselves(preload, python):
     code = (
         "import sys\n"
@@ -117,7 +115,6 @@ def test_stays_first_after_other_finders_insert_themselves(preload, python):
     assert probes(r.stdout) == [["DynafoldFinder", 1]], r.stderr.decode()
 
 
-@pytest.mark.parametrize("python", interpreters())
 def test_disable_means_no_finder(preload, python):
     r = run([python, "-c", PROBE], clean_env(LD_PRELOAD=preload, DYNAFOLD_DISABLE="1"))
     assert probes(r.stdout)[0][1] == 0

@@ -4,7 +4,7 @@ Run with each supported torch, e.g.
   ~/.cache/dynafold/venv-torch2.15.0/bin/python -m pytest tests/python/test_reporter.py
   ~/.cache/dynafold/venv-torch2.9.1/bin/python -m pytest tests/python/test_reporter.py
 FlashInfer cases need a release on disk (DYNAFOLD_FLASHINFER_DIR, default
-~/.cache/dynafold/flashinfer/0.6.16) and are skipped without it.
+$DYNAFOLD_CACHE/flashinfer/0.6.16 as scripts/test installs it) and fail without it.
 """
 
 import importlib.util
@@ -19,10 +19,11 @@ import pytest
 import torch
 import torch._dynamo
 
+from conftest import CACHE
+
 REPO = Path(__file__).resolve().parents[2]
 OBSERVER = REPO / "hooks" / "dynamo_observer.py"
-FLASHINFER = Path(os.environ.get(
-    "DYNAFOLD_FLASHINFER_DIR", Path.home() / ".cache/dynafold/flashinfer/0.6.16"))
+FLASHINFER = Path(os.environ.get("DYNAFOLD_FLASHINFER_DIR", CACHE / "flashinfer" / "0.6.16"))
 FAKE_NVCC = """#!/bin/sh
 echo "nvcc: NVIDIA (R) Cuda compiler driver"
 echo "Cuda compilation tools, release 12.8, V12.8.93"
@@ -144,8 +145,8 @@ def test_each_occurrence_is_reported(records):
 
 @pytest.fixture
 def fake_cuda_home(tmp_path, monkeypatch):
-    if not (FLASHINFER / "flashinfer" / "jit" / "cpp_ext.py").exists():
-        pytest.skip(f"no FlashInfer release at {FLASHINFER}")
+    assert (FLASHINFER / "flashinfer" / "jit" / "cpp_ext.py").exists(), \
+        f"no FlashInfer release at {FLASHINFER}: run scripts/test (or set DYNAFOLD_FLASHINFER_DIR)"
     nvcc = tmp_path / "cuda" / "bin" / "nvcc"
     nvcc.parent.mkdir(parents=True)
     nvcc.write_text(FAKE_NVCC)
