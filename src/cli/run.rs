@@ -209,6 +209,20 @@ fn unblock(state: &SignalState) {
     }
 }
 
+/// Once the child is gone there is nobody to forward to, and the handler would swallow the
+/// signal: Ctrl-C or SIGTERM could then not stop a slow merge or a write blocked on a full
+/// stderr pipe. The signals that were ignored when we started stay ignored.
+fn restore_defaults(state: &SignalState) {
+    for (i, sig) in FORWARDED.into_iter().enumerate() {
+        if state.handled[i] {
+            // SAFETY: resetting a disposition to SIG_DFL has no preconditions.
+            unsafe {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+    }
+}
+
 /// Between fork and exec the child still has our handlers and our mask; std does not reset
 /// the mask, so without this the command would start with every signal blocked. It also
 /// asks for SIGTERM when `dynafold run` itself dies (SIGKILL cannot be forwarded), so the
@@ -241,6 +255,18 @@ fn prepare_child(cmd: &mut Command, state: SignalState) {
     }
 }
 
+/// The reports name the user's source files and frames and the sink creates them 0600, so a
+/// folder made here is private too: 0700, which a umask can only narrow (parents created for
+/// it alike). An existing folder keeps the mode its owner chose.
+fn create_report_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("cannot create report folder {}: {e}", dir.display()))
+}
+
 /// Runs `argv` under dynafold; returns the exit code this command should exit with.
 pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
     let (program, args) = argv
@@ -257,8 +283,7 @@ pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
         cmd.env(k, v);
     }
     if let Some(dir) = &opts.report_dir {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create report folder {}: {e}", dir.display()))?;
+        create_report_dir(dir)?;
     }
     let signals = install_forwarding();
     prepare_child(&mut cmd, signals);
@@ -281,6 +306,7 @@ pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
         .wait()
         .map_err(|e| format!("waiting for the command: {e}"))?;
     CHILD.store(0, Ordering::Relaxed);
+    restore_defaults(&signals);
     if let Some(dir) = &opts.report_dir {
         // Processes write a report file at their first break only: none means none broke.
         match crate::report::merge_dir(dir) {

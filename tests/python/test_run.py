@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import DYNAFOLD, PRELOAD, clean_env, run
+from conftest import DYNAFOLD, FORWARDED, PRELOAD, Proc, alive, clean_env, run, signals_as
 
 PY = os.path.realpath(sys.executable)
 PROBE = ("import os, sys; print('FIRST', type(sys.meta_path[0]).__name__); "
@@ -52,39 +52,124 @@ def test_existing_preload_entries_are_kept_once(dynafold, tmp_path):
     assert lines(r, "FIRST") == ["DynafoldFinder"]
 
 
-def test_sigterm_is_forwarded_and_its_exit_code_returned(dynafold):
+SIGNALS = [pytest.param(s, id=s.name) for s in FORWARDED]
+
+
+def start(dynafold, code, ignored=(), args=()):
+    """`dynafold run` as launched by a shell whose only non-default signal settings are
+    `ignored` (a test must not depend on what pytest's own launcher ignores)."""
+    return Proc([dynafold, "run", *args, "--", PY, "-c", code], clean_env(),
+                preexec_fn=signals_as(ignored))
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_signal_is_forwarded_and_its_exit_code_returned(dynafold, sig):
     child = ("import signal, sys, time\n"
              "def bye(n, f):\n"
              "    print('CHILD got', n, flush=True); sys.exit(5)\n"
-             "signal.signal(signal.SIGTERM, bye)\n"
+             f"signal.signal({int(sig)}, bye)\n"
              "print('READY', flush=True)\n"
              "time.sleep(60)\n")
-    p = subprocess.Popen([dynafold, "run", "--", PY, "-c", child], env=clean_env(),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert p.stdout.readline().decode().strip() == "READY"
-        t = time.time()
-        p.send_signal(signal.SIGTERM)
-        out, err = p.communicate(timeout=20)
-        assert time.time() - t < 10
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert f"CHILD got {int(signal.SIGTERM)}" in out.decode()
-    assert p.returncode == 5, err.decode()
+    with start(dynafold, child) as p:
+        p.expect("READY", 60)
+        p.send_signal(sig)
+        assert p.wait(30) == 5, p.stderr
+        assert p.expect("CHILD got", 5) == f"CHILD got {int(sig)}"
 
 
-def test_child_killed_by_forwarded_signal_gives_128_plus_n(dynafold):
-    p = subprocess.Popen([dynafold, "run", "--", PY, "-c", "print('READY', flush=True); import time; time.sleep(60)"],
-                         env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert p.stdout.readline().decode().strip() == "READY"
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_child_killed_by_forwarded_signal_gives_128_plus_n(dynafold, sig):
+    # SIGINT too: CPython turns it into KeyboardInterrupt and, unhandled, dies of SIGINT.
+    with start(dynafold, "print('READY', flush=True); import time; time.sleep(60)") as p:
+        p.expect("READY", 60)
+        p.send_signal(sig)
+        assert p.wait(30) == 128 + sig, p.stderr
+
+
+def test_ignored_sighup_stays_ignored_for_the_child(dynafold):
+    """nohup semantics, on purpose: a launcher that ignores SIGHUP gets a child that ignores
+    it, both when sent to the wrapper and when the hang-up reaches the child directly."""
+    child = ("import os, signal, time\n"
+             "print('HUP', signal.getsignal(signal.SIGHUP) == signal.SIG_IGN, flush=True)\n"
+             "print('READY', os.getpid(), flush=True)\n"
+             "time.sleep(60)\n")
+    with start(dynafold, child, ignored=(signal.SIGHUP,)) as p:
+        assert p.expect("HUP", 60) == "HUP True"
+        pid = int(p.expect("READY", 60).split()[1])
         p.send_signal(signal.SIGHUP)
-        p.communicate(timeout=20)
+        os.kill(pid, signal.SIGHUP)
+        time.sleep(1)
+        assert p.poll() is None and alive(pid), p.stderr
+        # The signals it does handle are still forwarded.
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(30) == 128 + signal.SIGTERM, p.stderr
+
+
+# Fills the stderr pipe the wrapper shares, then exits: the wrapper's summary line then blocks
+# in write() until someone reads the pipe, which the test never does.
+FILL_STDERR = """
+import fcntl, os, sys
+flags = fcntl.fcntl(2, fcntl.F_GETFL)
+fcntl.fcntl(2, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+try:
+    while True:
+        os.write(2, b"x" * 4096)
+except BlockingIOError:
+    pass
+# The flag belongs to the pipe's open file, shared with the wrapper: it must block again.
+fcntl.fcntl(2, fcntl.F_SETFL, flags)
+open(sys.argv[1], "w").write(str(os.getpid()))
+"""
+
+
+@pytest.mark.parametrize("sig", [pytest.param(s, id=s.name) for s in (signal.SIGTERM, signal.SIGINT)])
+def test_wrapper_can_be_stopped_after_the_child_exited(dynafold, tmp_path, sig):
+    pidfile = tmp_path / "pid"
+    p = subprocess.Popen([dynafold, "run", "--report-dir", str(tmp_path / "rep"), "--",
+                          PY, "-c", FILL_STDERR, str(pidfile)],
+                         env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         preexec_fn=signals_as())
+    try:
+        deadline = time.monotonic() + 60
+        while not (pidfile.exists() and pidfile.read_text()):
+            assert time.monotonic() < deadline and p.poll() is None, "the child never filled the pipe"
+            time.sleep(0.05)
+        child = int(pidfile.read_text())
+        # Gone from /proc once the wrapper's wait() has reaped it.
+        while os.path.exists(f"/proc/{child}"):
+            assert time.monotonic() < deadline, "the wrapper did not reap its child"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert p.poll() is None, "the wrapper was expected to block writing its summary"
+        p.send_signal(sig)
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{sig.name} did not stop dynafold run after its child had exited")
+        assert p.returncode == -sig
     finally:
         if p.poll() is None:
             p.kill()
-    assert p.returncode == 128 + signal.SIGHUP
+            p.wait(30)
+        p.stderr.close()
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_report_folder_is_private(dynafold, tmp_path, existing):
+    rep = tmp_path / "runs" / "rep"
+    if existing:
+        rep.mkdir(parents=True)
+        rep.chmod(0o755)
+    r = run([dynafold, "run", "--report-dir", str(rep), "--", "/bin/true"], clean_env(),
+            preexec_fn=lambda: os.umask(0))
+    assert r.returncode == 0, r.stderr.decode()
+    mode = lambda p: p.stat().st_mode & 0o777  # noqa: E731
+    if existing:
+        # A folder its owner made keeps the owner's mode.
+        assert mode(rep) == 0o755
+    else:
+        # Even under umask 0: the files in it are 0600 and name the user's sources.
+        assert mode(rep) == 0o700 and mode(rep.parent) == 0o700
 
 
 def test_killing_dynafold_run_does_not_orphan_the_child(dynafold, tmp_path):
@@ -92,22 +177,26 @@ def test_killing_dynafold_run_does_not_orphan_the_child(dynafold, tmp_path):
     child = (f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); "
              "time.sleep(60)")
     p = subprocess.Popen([dynafold, "run", "--", PY, "-c", child], env=clean_env())
-    deadline = time.time() + 30
-    while not (pidfile.exists() and pidfile.read_text()) and time.time() < deadline:
-        time.sleep(0.05)
-    pid = int(pidfile.read_text())
-    p.kill()
-    p.wait(timeout=10)
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        pytest.fail("the child outlived a SIGKILLed dynafold run")
+    try:
+        deadline = time.monotonic() + 60
+        while not (pidfile.exists() and pidfile.read_text()):
+            assert time.monotonic() < deadline and p.poll() is None, "the child never started"
+            time.sleep(0.05)
+        pid = int(pidfile.read_text())
+        p.kill()
+        p.wait(10)
+        deadline = time.monotonic() + 10
+        # Orphaned, the child is reaped by init or a subreaper, or lingers as a zombie where
+        # that reaper does not reap: either way it has stopped running.
+        while alive(pid):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                pytest.fail("the child outlived a SIGKILLed dynafold run")
+            time.sleep(0.05)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
 
 
 def one_error_line(r):
