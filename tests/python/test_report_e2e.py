@@ -2,13 +2,10 @@
 folder merge into one row per site with the right counts and ranks; a process killed mid-run
 leaves lines that still read and merge."""
 import json
-import os
 import signal
 import subprocess
-import sys
-import time
 
-from conftest import DYNAFOLD, clean_env, run
+from conftest import DYNAFOLD, Proc, clean_env, run
 from test_fold import PYTHON
 
 WORKLOAD = r'''
@@ -89,15 +86,10 @@ def test_killed_process_leaves_readable_lines(preload, tmp_path):
     script.write_text(FOREVER)
     reports = tmp_path / "reports"
     env = clean_env(LD_PRELOAD=preload, DYNAFOLD_REPORT_DIR=str(reports))
-    p = subprocess.Popen([str(PYTHON), str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 300
-        for line in p.stdout:
-            if line.startswith(b"READY") or time.time() > deadline:
-                break
-    finally:
+    with Proc([str(PYTHON), str(script)], env) as p:
+        p.expect("READY", 300)
         p.send_signal(signal.SIGKILL)
-        p.wait(30)
+        assert p.wait(30) == -signal.SIGKILL
     files = list(reports.glob("*.jsonl"))
     assert len(files) == 1
     lines = files[0].read_text().splitlines()
