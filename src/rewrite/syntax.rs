@@ -31,10 +31,10 @@ pub(super) const MAX_DEPTH: usize = 1000;
 const PARSE_STACK_BYTES: usize = 64 << 20;
 /// Stack the calling thread must have left to parse on it. Parsing, visiting and dropping the
 /// deepest trees `MAX_DEPTH` lets through need under 2 MiB in a debug build and under 256 KiB
-/// in release (`tests::stack_needed_at_max_depth`; ruff's parser moves its own recursion to
-/// the heap when the stack runs low). A Python main thread under the usual 8 MiB limit still
-/// qualifies.
-const ON_THREAD_MIN_STACK: usize = 4 << 20;
+/// in release (`tests::stack_needed_at_max_depth` asserts half of this suffices; ruff's parser
+/// moves its own recursion to the heap when the stack runs low). A Python main thread under
+/// the usual 8 MiB limit still qualifies.
+pub(super) const ON_THREAD_MIN_STACK: usize = 4 << 20;
 
 /// Byte range, `start..end`, into the source that was analysed.
 pub type Span = std::ops::Range<usize>;

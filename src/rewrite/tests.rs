@@ -1,4 +1,5 @@
-//! Unit tests over inline snippets and, when `scripts/fetch-corpus` has run, real releases.
+//! Unit tests over inline snippets and over real releases from the corpus, which
+//! `scripts/fetch-corpus` installs; a test that needs the corpus fails without it.
 
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -78,10 +79,15 @@ fn corpus() -> PathBuf {
         .join("corpus")
 }
 
-/// The real file when the corpus is present, else `fallback`.
-fn source(release: &str, rel: &str, fallback: &str) -> String {
-    std::fs::read_to_string(corpus().join(release).join(rel))
-        .unwrap_or_else(|_| fallback.to_string())
+/// A file of a corpus release; the corpus missing is a failure, not a reason to test less.
+fn source(release: &str, rel: &str) -> String {
+    let path = corpus().join(release).join(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}: the corpus is missing, run scripts/fetch-corpus",
+            path.display()
+        )
+    })
 }
 
 const CPP_EXT_05: &str = r#"import functools
@@ -159,7 +165,7 @@ def gen_fp4_quantization_module(nvcc_flags, device_arch):
 "#;
 
 fn cpp_ext_05() -> String {
-    source("0.5.3", "flashinfer/jit/cpp_ext.py", CPP_EXT_05)
+    source("0.5.3", "flashinfer/jit/cpp_ext.py")
 }
 
 /// Same line count, and the output parses unless the input did not: only the statements that
@@ -338,12 +344,7 @@ fn cpp_ext_release_shapes_pick_their_recipes() {
         ),
     ];
     for (release, asked) in cases {
-        let Ok(src) =
-            std::fs::read_to_string(corpus().join(release).join("flashinfer/jit/cpp_ext.py"))
-        else {
-            eprintln!("corpus release {release} missing: run scripts/fetch-corpus");
-            continue;
-        };
+        let src = source(release, "flashinfer/jit/cpp_ext.py");
         let ctx = FakeContext::values();
         let out = rewrite("flashinfer.jit.cpp_ext", &src, &ctx).unwrap();
         assert_line_preserving(&src, &out.source);
@@ -488,11 +489,7 @@ fn fp4_needs_folded_version_and_the_real_callee() {
 
 #[test]
 fn fp4_stub_has_no_rule() {
-    let stub = source(
-        "0.6.16",
-        "flashinfer/fp4_quantization.py",
-        "from .quantization.fp4_quantization import fp4_quantize\n",
-    );
+    let stub = source("0.6.16", "flashinfer/fp4_quantization.py");
     let err = rewrite("flashinfer.fp4_quantization", &stub, &FakeContext::values()).unwrap_err();
     assert!(err.0.ends_with("no rule matched"), "{err:?}");
 }
@@ -672,10 +669,10 @@ fn deepest_sources() -> Vec<String> {
 }
 
 /// How much stack the parse, visit and drop of the deepest accepted trees take: each size is
-/// tried in a child process, since running out aborts. Sets `ON_THREAD_MIN_STACK`; run with
-/// `cargo test -p dynafold --lib stack_needed -- --ignored --nocapture` (debug and release).
+/// tried in a child process, since running out aborts. The rewriter parses on the caller's
+/// thread when `ON_THREAD_MIN_STACK` is left, so half of that must always be enough; the
+/// sizes that pass are printed (`-- --nocapture`) for retuning the constant.
 #[test]
-#[ignore]
 fn stack_needed_at_max_depth() {
     if let Ok(kb) = std::env::var("DYNAFOLD_STACK_PROBE_KB") {
         let kb: usize = kb.parse().unwrap();
@@ -692,12 +689,13 @@ fn stack_needed_at_max_depth() {
         return;
     }
     let exe = std::env::current_exe().unwrap();
+    let enough = syntax::ON_THREAD_MIN_STACK / 2 >> 10;
+    let mut failed_at_or_above = Vec::new();
     for kb in [128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096, 8192] {
         let status = std::process::Command::new(&exe)
             .args([
                 "--exact",
                 "rewrite::tests::stack_needed_at_max_depth",
-                "--ignored",
                 "--test-threads=1",
             ])
             .env("DYNAFOLD_STACK_PROBE_KB", kb.to_string())
@@ -709,16 +707,29 @@ fn stack_needed_at_max_depth() {
             "stack {kb} KiB: {}",
             if status.success() { "ok" } else { "failed" }
         );
+        if kb >= enough && !status.success() {
+            failed_at_or_above.push(kb);
+        }
     }
+    assert!(
+        failed_at_or_above.is_empty(),
+        "the deepest accepted trees overflow {failed_at_or_above:?} KiB of stack; \
+         ON_THREAD_MIN_STACK ({} KiB) needs twice what they take",
+        syntax::ON_THREAD_MIN_STACK >> 10
+    );
 }
 
 /// The fast path is the one real FlashInfer takes: the scanner is sure of every corpus
 /// module's statements, and reads few of them.
 #[test]
 fn corpus_modules_scan_without_doubt() {
-    let Ok(releases) = std::fs::read_dir(corpus()) else {
-        return;
-    };
+    let releases = std::fs::read_dir(corpus()).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}: the corpus is missing, run scripts/fetch-corpus",
+            corpus().display()
+        )
+    });
+    let mut scanned = 0;
     for release in releases.filter_map(Result::ok) {
         for module in TARGETS {
             let path = release
@@ -742,6 +753,9 @@ fn corpus_modules_scan_without_doubt() {
                 }
                 None => panic!("{}: the scanner doubts", path.display()),
             }
+            scanned += 1;
         }
     }
+    // The 25 target files of the nine releases whose table tests/corpus.rs asserts.
+    assert_eq!(scanned, 25, "target modules in {}", corpus().display());
 }
