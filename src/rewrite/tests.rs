@@ -689,7 +689,7 @@ fn stack_needed_at_max_depth() {
         return;
     }
     let exe = std::env::current_exe().unwrap();
-    let enough = syntax::ON_THREAD_MIN_STACK / 2 >> 10;
+    let enough = (syntax::ON_THREAD_MIN_STACK / 2) >> 10;
     let mut failed_at_or_above = Vec::new();
     for kb in [128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096, 8192] {
         let status = std::process::Command::new(&exe)
