@@ -247,11 +247,26 @@ def _on_graph_break_record(record):
     _emit(rec)
 
 
+def on_compile_start(callback):
+    """Calls `callback()` at the start of every frame compile (the signpost torch logs there).
+    Unlike Dynamo's own start callbacks, it survives `torch._dynamo.reset()`."""
+    if callback not in _compile_start:
+        _compile_start.append(callback)
+
+
+_compile_start = []
+
+
 def _on_internal_record(record):
     args = record.args
     metrics = args[0] if isinstance(args, tuple) and args else None
     if metrics is None or type(metrics).__name__ != "CompilationMetrics":
         _ensure_taps()
+        for callback in list(_compile_start):
+            try:
+                callback()
+            except Exception as e:  # noqa: BLE001
+                _say_once(f"start-{id(callback)}", "a compile-start hook failed: %s", e)
         return
     fail_type = getattr(metrics, "fail_type", None)
     if not fail_type:

@@ -14,7 +14,7 @@ here. The fold runs on a native thread without the GIL, because it may wait up t
 releases the GIL the way FlashInfer's own `subprocess` wait does.
 
 `_native` is set by the library before any loader is made: `read`, `reads_torch_cuda_home`,
-`begin`, `finish`, `after_exec` and `start_observer`. None of them raises except KeyboardInterrupt and SystemExit: every other
+`begin`, `finish`, `after_exec` and `after_import`. None of them raises except KeyboardInterrupt and SystemExit: every other
 failure is logged once and answered with None, which means "load the module unchanged".
 """
 
@@ -90,10 +90,12 @@ class RewritingLoader:
 
 
 class ObservingLoader:
-    """Runs the ordinary loader, then starts the graph-break observer (torch._dynamo)."""
+    """Runs the ordinary loader, then what must follow that module's import: the graph-break
+    observer after torch._dynamo, the op declarations after flashinfer.utils."""
 
-    def __init__(self, inner):
+    def __init__(self, inner, name):
         self._inner = inner
+        self._name = name
 
     def create_module(self, spec):
         create = getattr(self._inner, "create_module", None)
@@ -108,7 +110,7 @@ class ObservingLoader:
             module.__spec__.loader = inner
         except Exception:
             pass
-        _native.start_observer()
+        _native.after_import(self._name, module)
 
     def __getattr__(self, attr):
         return getattr(self._inner, attr)

@@ -89,6 +89,12 @@ pub fn fp4_opaque() -> bool {
     flag("DYNAFOLD_FP4_OPAQUE", true)
 }
 
+/// `DYNAFOLD_OPS`: whether FlashInfer's dormant op declarations are woken for Dynamo
+/// (default yes).
+pub fn ops() -> bool {
+    flag("DYNAFOLD_OPS", true)
+}
+
 /// A yes/no variable; anything else gets one warning and `default`.
 pub fn flag(name: &str, default: bool) -> bool {
     let Some(v) = var(name) else { return default };

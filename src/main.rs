@@ -87,6 +87,9 @@ struct RunArgs {
     /// Make flashinfer.fp4_quantize's kernel traceable (false: leave it as shipped).
     #[arg(long, env = "DYNAFOLD_FP4_OPAQUE", value_parser = clap::builder::BoolishValueParser::new())]
     fp4_opaque: Option<bool>,
+    /// Wake FlashInfer's dormant op declarations for torch.compile (false: leave them off).
+    #[arg(long, env = "DYNAFOLD_OPS", value_parser = clap::builder::BoolishValueParser::new())]
+    ops: Option<bool>,
     /// Turn dynafold off in the child processes (the command still runs).
     #[arg(long, env = "DYNAFOLD_DISABLE", value_parser = clap::builder::BoolishValueParser::new())]
     disable: Option<bool>,
@@ -171,6 +174,9 @@ fn run(args: RunArgs) -> Result<i32, String> {
     }
     if let Some(v) = args.fp4_opaque {
         env.push(("DYNAFOLD_FP4_OPAQUE", if v { "1" } else { "0" }.into()));
+    }
+    if let Some(v) = args.ops {
+        env.push(("DYNAFOLD_OPS", if v { "1" } else { "0" }.into()));
     }
     if let Some(v) = args.disable {
         env.push(("DYNAFOLD_DISABLE", if v { "1" } else { "0" }.into()));

@@ -11,7 +11,8 @@ use crate::{guard, keep_first, loader, overhead, post_import};
 enum Target {
     /// A FlashInfer module the rewriter has rules for.
     Rewrite,
-    /// A module after whose import something must be started (the graph-break observer).
+    /// A module after whose import something must be started (the graph-break observer,
+    /// the recording of FlashInfer's op declarations).
     Observe,
 }
 
@@ -60,7 +61,7 @@ impl DynafoldFinder {
             };
             let wrapped = match kind {
                 Target::Rewrite => loader::wrap(py, &name, &spec)?,
-                Target::Observe => post_import::wrap(py, &spec)?,
+                Target::Observe => post_import::wrap(py, &name, &spec)?,
             };
             Ok(wrapped.then(|| spec.unbind()))
         })?;

@@ -8,6 +8,7 @@
 
 mod cache;
 mod context;
+mod dormant_ops;
 mod embedded;
 mod entry;
 mod finder;

@@ -43,10 +43,7 @@ pub fn python_side(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
         native.add_function(wrap_pyfunction!(begin, &native)?)?;
         native.add_function(wrap_pyfunction!(finish, &native)?)?;
         native.add_function(wrap_pyfunction!(after_exec, &native)?)?;
-        native.add_function(wrap_pyfunction!(
-            crate::post_import::start_observer,
-            &native
-        )?)?;
+        native.add_function(wrap_pyfunction!(crate::post_import::after_import, &native)?)?;
         module.setattr("_native", native)?;
     }
     Ok(module)

@@ -17,10 +17,19 @@ pub enum Part {
     Fp4Path,
     /// The graph-break observer started after `torch._dynamo` is imported.
     Observer,
+    /// Recording FlashInfer's op declarations (after `flashinfer.utils`) and arming their
+    /// waking (after `torch._dynamo`); the waking itself happens inside compiles.
+    Ops,
 }
 
-const NAMES: [&str; 4] = ["install_ms", "loader_ms", "fp4_path_ms", "observer_ms"];
-static NANOS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+const NAMES: [&str; 5] = [
+    "install_ms",
+    "loader_ms",
+    "fp4_path_ms",
+    "observer_ms",
+    "ops_ms",
+];
+static NANOS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
 static FIND_SPEC_CALLS: AtomicU64 = AtomicU64::new(0);
 
 /// Adds the time from `start` to drop (early returns and errors included) to its part.

@@ -1,34 +1,49 @@
-//! Work to start right after a module finishes importing: today, the graph-break observer
-//! once `torch._dynamo` is loaded. The waiting loader is `hooks/loaders.py`'s
-//! `ObservingLoader`, so that torch._dynamo's body runs beneath no Rust frame.
+//! Work to start right after a module finishes importing: the graph-break observer once
+//! `torch._dynamo` is loaded, the recording of FlashInfer's op declarations once
+//! `flashinfer.utils` is. The loader is `hooks/loaders.py`'s `ObservingLoader`, so that the
+//! module's own body runs beneath no Rust frame.
 
 use pyo3::prelude::*;
 
+use crate::overhead::{Part, Timer};
+
 const DYNAMO: &str = "torch._dynamo";
+const FLASHINFER_UTILS: &str = "flashinfer.utils";
 
 pub fn is_target(name: &str) -> bool {
-    name == DYNAMO
+    name == DYNAMO || name == FLASHINFER_UTILS
 }
 
-/// Wraps the ordinary loader so the observer starts after `torch._dynamo` executes.
-pub fn wrap(py: Python<'_>, spec: &Bound<'_, PyAny>) -> PyResult<bool> {
+/// Wraps the ordinary loader so that `after_import` runs once the module has executed.
+pub fn wrap(py: Python<'_>, name: &str, spec: &Bound<'_, PyAny>) -> PyResult<bool> {
     let inner = spec.getattr("loader")?;
     if !inner.hasattr("exec_module")? {
         return Ok(false);
     }
     let ours = crate::loader::python_side(py)?
         .getattr("ObservingLoader")?
-        .call1((inner,))?;
+        .call1((inner, name))?;
     spec.setattr("loader", ours)?;
     Ok(true)
 }
 
-/// Called by `ObservingLoader` once torch._dynamo has executed.
+/// Called by `ObservingLoader` once `name` has executed.
 #[pyfunction]
-pub fn start_observer(py: Python<'_>) -> PyResult<()> {
-    let _timer = crate::overhead::Timer::start(crate::overhead::Part::Observer);
-    crate::guard::propagating(py, "starting the graph-break observer", || {
-        crate::reporter::install_observer(py)
-    })?;
+pub fn after_import(py: Python<'_>, name: &str, module: &Bound<'_, PyAny>) -> PyResult<()> {
+    if name == DYNAMO {
+        let _timer = Timer::start(Part::Observer);
+        crate::guard::propagating(py, "starting the graph-break observer", || {
+            crate::reporter::install_observer(py)
+        })?;
+        let _timer = Timer::start(Part::Ops);
+        crate::guard::propagating(py, "arming FlashInfer's op declarations", || {
+            crate::dormant_ops::arm(py)
+        })?;
+    } else if name == FLASHINFER_UTILS {
+        let _timer = Timer::start(Part::Ops);
+        crate::guard::propagating(py, "recording FlashInfer's op declarations", || {
+            crate::dormant_ops::install(py, module)
+        })?;
+    }
     Ok(())
 }

@@ -1,0 +1,325 @@
+"""Wakes FlashInfer's dormant op declarations, for Dynamo only.
+
+FlashInfer's kernel wrappers carry `@register_custom_op("flashinfer::NAME", mutates_args=...)`
+and `@register_fake_op("flashinfer::NAME")`, and `flashinfer/utils.py` makes both the identity
+(FlashInfer PR #709), because `torch.library.custom_op` costs microseconds on every eager call.
+So Dynamo traces into each kernel's Python wrapper, meets the JIT loader (`os.stat`, file
+locks, ninja) and the opaque FFI call, and the compile dies.
+
+This module keeps the eager path exactly as FlashInfer ships it and gives Dynamo the op:
+
+1. Right after `flashinfer.utils` executes, its two decorators are replaced by ones that still
+   return the decorated function itself (so FlashInfer's eager calls are unchanged, at no
+   cost) and record the declaration and its fake.
+2. At the start of every compile (a Dynamo start callback, so a process that never compiles
+   pays nothing), each declaration recorded since the last one is woken: a torch operator
+   `dynafold_flashinfer::NAME` is defined with FlashInfer's schema (its `schema=` or its
+   annotations), whose real implementation is FlashInfer's function and whose fake is
+   FlashInfer's `register_fake_op` function, dynafold's override where FlashInfer's is wrong
+   (`FAKE_OVERRIDES`), or nothing for an op that returns nothing; then
+   `torch._dynamo.substitute_in_graph(fn)` makes Dynamo call the operator wherever it meets
+   `fn`. `fn` itself is untouched.
+3. A declaration that cannot become a correct operator (schema not expressible, tensors
+   returned without a fake, a name that is not an identifier) stays as FlashInfer ships it,
+   with one debug line; `status()` says per module what was woken and why not.
+4. Every `functools.cache`d JIT loader (`get_*module*`) of a woken module is made trace-
+   transparent: under compile Dynamo calls it outside the trace (as a constant), so the
+   module it returns is the one the eager path built, or is built then, outside the graph.
+
+Nothing user-supplied reaches generated source: there is no generated source.
+"""
+
+import functools
+import inspect
+import logging
+import sys
+import typing
+
+import torch
+
+_log = logging.getLogger("dynafold")
+
+NAMESPACE = "dynafold_flashinfer"
+_lib = None
+# (name, fn, mutates_args, schema, module) in declaration order, not yet woken.
+_pending = []
+# "flashinfer::NAME" -> the fake FlashInfer declared for it.
+_fakes = {}
+# module name -> {"woken": n, "skipped": {reason: n}}
+_status = {}
+# "flashinfer::NAME" -> the operator, once defined.
+_ops = {}
+_armed = False
+
+NOT_BUILT = (
+    "dynafold: torch.compile reached FlashInfer's {loader}{args}, whose JIT module is not built "
+    "in this process and could not be built outside the trace ({error}). Call the FlashInfer "
+    "op once eagerly on the same device before compiling (SGLang's warm-up forward does this)."
+)
+_transparent = set()
+
+
+def _fake_rope_cos_sin_cache(query, key, query_out, key_out, cos_sin_cache, pos_ids,
+                             interleave=False):
+    # FlashInfer's own fake lacks `interleave` (it rotted when the parameter was added).
+    return None
+
+
+# FlashInfer's fake, where wrong or missing, by declared name.
+FAKE_OVERRIDES = {
+    "flashinfer::apply_rope_pos_ids_cos_sin_cache": _fake_rope_cos_sin_cache,
+}
+
+
+class _Declared:
+    __slots__ = ("name", "fn", "mutates_args", "schema", "module")
+
+    def __init__(self, name, fn, mutates_args, schema):
+        self.name = name
+        self.fn = fn
+        self.mutates_args = mutates_args
+        self.schema = schema
+        self.module = getattr(fn, "__module__", None) or "?"
+
+
+def _expected_shape(original_op, original_fake):
+    """FlashInfer's dormant pair, as shipped since PR #709: the signatures FlashInfer has used
+    and identity behaviour. Anything else (FlashInfer woke them itself, or changed them) is
+    left alone."""
+    try:
+        op_params = list(inspect.signature(original_op).parameters)
+        fake_params = list(inspect.signature(original_fake).parameters)
+    except (TypeError, ValueError):
+        return False
+    if op_params != ["name", "fn", "mutates_args", "device_types", "schema"]:
+        return False
+    if fake_params != ["name", "fn"]:
+        return False
+
+    def probe(x):
+        return x
+
+    try:
+        return (original_op("dynafold::probe", mutates_args=())(probe) is probe
+                and original_fake("dynafold::probe")(probe) is probe)
+    except Exception:
+        return False
+
+
+def install_utils(utils):
+    """Called once `flashinfer.utils` has executed. Returns a line for the log, or raises
+    Unsupported with why the decorators were left alone."""
+    original_op = getattr(utils, "register_custom_op", None)
+    original_fake = getattr(utils, "register_fake_op", None)
+    if original_op is None or original_fake is None:
+        raise Unsupported("flashinfer.utils has no register_custom_op/register_fake_op")
+    if not _expected_shape(original_op, original_fake):
+        raise Unsupported("register_custom_op/register_fake_op are not the dormant pair")
+
+    def register_custom_op(name, fn=None, /, *, mutates_args, device_types=None, schema=None):
+        def declare(f):
+            _pending.append(_Declared(name, f, mutates_args, schema))
+            return f
+        return declare
+
+    def register_fake_op(name, fn=None):
+        def declare(f):
+            _fakes.setdefault(name, f)
+            return f
+        return declare
+
+    register_custom_op.__doc__ = original_op.__doc__
+    register_fake_op.__doc__ = original_fake.__doc__
+    utils.register_custom_op = register_custom_op
+    utils.register_fake_op = register_fake_op
+    if "torch._dynamo" in sys.modules:
+        arm()
+    return "FlashInfer's op declarations recorded; woken at the start of each compile"
+
+
+class Unsupported(Exception):
+    """FlashInfer does not look as expected: leave it alone."""
+
+
+def arm():
+    """Has `wake_pending` called at the start of every compile, once torch._dynamo is
+    imported: through the graph-break observer's compile-start signal, which outlives
+    `torch._dynamo.reset()`, and through Dynamo's own start callbacks, which do not."""
+    global _armed
+    if _armed:
+        return
+    observer = sys.modules.get("_dynafold_observer")
+    if observer is not None:
+        observer.on_compile_start(wake_pending)
+    from torch._dynamo.callback import callback_handler
+    callback_handler.register_start_callback(wake_pending)
+    _armed = True
+
+
+def wake_pending(*_args):
+    """At each compile start: wakes what was declared since the last one."""
+    if not _pending and len(sys.modules) == _scanned[0]:
+        return
+    while _pending:
+        declared = _pending.pop(0)
+        try:
+            why_not = _wake(declared)
+        except Exception as e:  # a declaration we cannot wake must not break the compile
+            why_not = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        entry = _status.setdefault(declared.module, {"woken": 0, "skipped": {}})
+        if why_not is None:
+            entry["woken"] += 1
+        else:
+            entry["skipped"][why_not] = entry["skipped"].get(why_not, 0) + 1
+            _log.debug("dynafold: %s left as FlashInfer ships it: %s", declared.name, why_not)
+    _make_loaders_transparent()
+    _scanned[0] = len(sys.modules)
+
+
+# len(sys.modules) at the last scan for loaders: a new FlashInfer module means a new scan.
+_scanned = [-1]
+
+
+def _op_name(declared):
+    ns, sep, op = declared.name.partition("::")
+    if not sep or not ns.isidentifier() or not op.isidentifier():
+        return None
+    return f"{ns}_{op}" if ns != "flashinfer" else op
+
+
+def _library():
+    global _lib
+    if _lib is None:
+        _lib = torch.library.Library(NAMESPACE, "FRAGMENT")
+    return _lib
+
+
+def _has_union(fn):
+    """A Union other than Optional, which torch's schemas cannot express (checked first: torch
+    logs a warning per such parameter when asked)."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        return False
+    for hint in hints.values():
+        if typing.get_origin(hint) is typing.Union:
+            if len([a for a in typing.get_args(hint) if a is not type(None)]) > 1:
+                return True
+    return False
+
+
+def _returns_nothing(fn):
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        return False
+    return "return" in hints and hints["return"] is type(None)
+
+
+def _wake(declared):
+    """Defines the operator and substitutes it for `fn` under Dynamo; a reason when not."""
+    fn = declared.fn
+    op_name = _op_name(declared)
+    if op_name is None:
+        return "name is not namespace::identifier"
+    existing = _ops.get(declared.name)
+    if existing is not None:
+        if existing[1] is fn:
+            return None
+        return "declared more than once"
+    mutates = declared.mutates_args
+    if isinstance(mutates, str):
+        mutates = (mutates,) if mutates != "unknown" else mutates
+    if mutates == "unknown":
+        return "mutates_args='unknown'"
+    if declared.schema is None and _has_union(fn):
+        return "schema not expressible (a Union parameter)"
+    try:
+        schema = declared.schema or torch.library.infer_schema(fn, mutates_args=mutates)
+    except Exception as e:
+        return f"schema not expressible ({str(e).splitlines()[0][:80]})"
+    fake = FAKE_OVERRIDES.get(declared.name) or _fakes.get(declared.name)
+    if fake is None:
+        if not _returns_nothing(fn):
+            return "returns tensors and has no fake"
+        fake = _no_result
+    lib = _library()
+    lib.define(op_name + schema)
+    lib.impl(op_name, fn, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"{NAMESPACE}::{op_name}", fake, lib=lib)
+    op = getattr(getattr(torch.ops, NAMESPACE), op_name).default
+
+    def through_op(*args, **kwargs):
+        return op(*args, **kwargs)
+
+    functools.update_wrapper(through_op, fn)
+    del through_op.__wrapped__
+    torch._dynamo.substitute_in_graph(fn, skip_signature_check=True)(through_op)
+    _ops[declared.name] = (op, fn)
+    return None
+
+
+def _no_result(*args, **kwargs):
+    return None
+
+
+def _make_loaders_transparent():
+    """Every cached `get_*module*` of a FlashInfer module with woken ops: called outside the
+    trace under compile, so Dynamo never enters the JIT machinery."""
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("flashinfer") or module is None:
+            continue
+        for attr, value in list(vars(module).items()):
+            if not (attr.startswith("get_") and "module" in attr):
+                continue
+            if not (callable(value) and hasattr(value, "cache_info")):
+                continue
+            if id(value) in _transparent:
+                continue
+            _transparent.add(id(value))
+
+            outside_the_trace = _outside_the_trace(value)
+            # Dynamo looks through the cache wrapper and traces what it wraps.
+            target = getattr(value, "__wrapped__", value)
+            try:
+                torch._dynamo.substitute_in_graph(target, skip_signature_check=True)(
+                    outside_the_trace)
+            except Exception as e:
+                _log.debug("dynafold: %s.%s stays traced: %s", name, attr, e)
+
+
+# (id of the loader, *args) -> what the loader returned, for the stand-ins below.
+_BUILT = {}
+
+
+def _outside_the_trace(loader):
+    """A stand-in for `loader` that Dynamo inlines. Its `build` is a constant function: Dynamo
+    calls it once at trace time, outside the graph (so the loader's JIT machinery never enters
+    the trace); the module it built is then read from a global dict, which gives Dynamo a
+    source it can guard on (a constant function's own result has none)."""
+    from torch._dynamo import assume_constant_result
+
+    key = id(loader)
+
+    @assume_constant_result
+    def build(*args):
+        try:
+            _BUILT[(key,) + args] = loader(*args)
+        except Exception as e:
+            raise RuntimeError(NOT_BUILT.format(
+                loader=getattr(loader, "__qualname__", loader), args=args,
+                error=f"{type(e).__name__}: {e}")) from e
+        # Declarations made by this build (ops declared inside the loader) join this compile.
+        wake_pending()
+        return True
+
+    def stand_in(*args):
+        build(*args)
+        return _BUILT[(key,) + args]
+
+    return stand_in
+
+
+def status():
+    """Per module: how many declarations are woken and why the others are not."""
+    return {m: {"woken": s["woken"], "skipped": dict(s["skipped"])} for m, s in _status.items()}
