@@ -90,20 +90,28 @@ def test_uncaught_interrupt_in_rewritten_module_ends_the_process_as_without(prel
 
 
 DAEMON_IMPORT = """
-import sys, threading, time
+import builtins, sys, threading, time
+import torch
+builtins.in_body = threading.Event()
 def work():
     import {module}
 threading.Thread(target=work, daemon=True).start()
-time.sleep({pause})
+{wait}
 print("MAIN EXITS", flush=True)
 """
 
 
 def test_exit_while_a_daemon_thread_runs_a_rewritten_module(preload, tmp_path):
-    # The body sleeps with the GIL released; the interpreter finalises meanwhile and the
-    # thread meets pthread_exit when it wants the GIL back.
-    site = shadow_with_cpp_ext_tail(tmp_path, "import time\ntime.sleep(3)\n")
-    script = DAEMON_IMPORT.format(module="flashinfer.jit.cpp_ext", pause=1.0)
+    # The body says it has started, then keeps giving the GIL up and taking it back; the
+    # interpreter finalises meanwhile and the thread meets pthread_exit the next time it
+    # wants the GIL.
+    tail = ("import builtins, time\n"
+            "getattr(builtins, 'in_body', None) and builtins.in_body.set()\n"
+            "for _ in range(1000):\n"
+            "    time.sleep(0.01)\n")
+    site = shadow_with_cpp_ext_tail(tmp_path, tail)
+    script = DAEMON_IMPORT.format(module="flashinfer.jit.cpp_ext",
+                                  wait="assert builtins.in_body.wait(120)")
     plain, ours = both([str(PYTHON), "-c", script], env_for(tmp_path, site), preload)
     assert plain.returncode == 0, plain.stderr.decode()[-2000:]
     assert ours.returncode == 0, ours.stderr.decode()[-2000:]
@@ -112,7 +120,7 @@ def test_exit_while_a_daemon_thread_runs_a_rewritten_module(preload, tmp_path):
 
 def test_exit_while_a_daemon_thread_imports_torch_dynamo(preload, tmp_path):
     # torch first, so that the thread is inside torch._dynamo's own body when main exits.
-    script = "import torch\n" + DAEMON_IMPORT.format(module="torch._dynamo", pause=0.3)
+    script = DAEMON_IMPORT.format(module="torch._dynamo", wait="time.sleep(0.3)")
     for _ in range(3):
         plain, ours = both([str(PYTHON), "-c", script], clean_env(), preload)
         assert plain.returncode == 0, plain.stderr.decode()[-2000:]
