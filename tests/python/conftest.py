@@ -61,11 +61,26 @@ def _interpreter_problem(label, exe):
     return None
 
 
-@pytest.fixture(params=["shared", "static"])
+PYENV = pathlib.Path(os.environ.get("PYENV_ROOT", pathlib.Path.home() / ".pyenv")) / "versions"
+# The other CPython minors SGLang users run (SGLang's images are 3.12), from pyenv's builds,
+# which every machine of this kind has: shared-libpython builds, like the default one.
+OTHER_MINORS = ["3.9", "3.10", "3.12", "3.13"]
+
+
+def pyenv_python(minor):
+    found = sorted(PYENV.glob(f"{minor}.*/bin/python{minor}"))
+    return str(found[-1]) if found else f"{PYENV}/{minor}.*/bin/python{minor}"
+
+
+@pytest.fixture(params=["shared", "static"] + [f"cpython{m}" for m in OTHER_MINORS])
 def python(request):
-    """Each kind of CPython the preload must work in; a missing or wrong one fails."""
-    exe = {"shared": SHARED_PYTHON, "static": STATIC_PYTHON}[request.param]
-    problem = _interpreter_problem(request.param, exe)
+    """Each kind and minor of CPython the preload must work in; a missing or wrong one fails."""
+    if request.param.startswith("cpython"):
+        label, exe = "shared", pyenv_python(request.param[len("cpython"):])
+    else:
+        label = request.param
+        exe = {"shared": SHARED_PYTHON, "static": STATIC_PYTHON}[label]
+    problem = _interpreter_problem(label, exe)
     if problem:
         pytest.fail(problem, pytrace=False)
     return os.path.realpath(exe)

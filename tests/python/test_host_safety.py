@@ -17,11 +17,8 @@ import time
 
 import pytest
 
-from conftest import clean_env, run
+from conftest import clean_env, pyenv_python, run
 from test_fold import PYTHON, flashinfer_path, nvcc_script, release_text, toolkit
-
-PYENV = pathlib.Path(os.environ.get("PYENV_ROOT", pathlib.Path.home() / ".pyenv")) / "versions"
-
 
 def shadow_with_cpp_ext_tail(tmp_path, tail, release="0.6.16"):
     """The release as a tree of symlinks, except `flashinfer/jit/cpp_ext.py`: a real copy with
@@ -127,12 +124,6 @@ def test_exit_while_a_daemon_thread_imports_torch_dynamo(preload, tmp_path):
         assert ours.returncode == 0, ours.stderr.decode()[-2000:]
 
 
-def pyenv_python(version):
-    found = sorted(PYENV.glob(f"{version}.*/bin/python{version}"))
-    assert found, f"pyenv's CPython {version} is missing under {PYENV}"
-    return str(found[-1])
-
-
 SUBINTERPRETER = """
 import sys
 try:
@@ -154,6 +145,7 @@ print("FIRST", first, type(sys.meta_path[0]).__name__, flush=True)
 @pytest.mark.parametrize("version", ["3.9", "3.10", "3.11", "3.12", "3.13"])
 def test_subinterpreters_are_left_alone(preload, version):
     python = pyenv_python(version)
+    assert os.path.exists(python), f"pyenv's CPython {version} is missing: {python}"
     r = run([python, "-c", SUBINTERPRETER], clean_env(LD_PRELOAD=preload), timeout=60)
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     assert r.stdout.decode().split() == ["FIRST", "DynafoldFinder", "DynafoldFinder"]
