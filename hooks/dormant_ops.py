@@ -216,17 +216,13 @@ def _returns_nothing(fn):
     return "return" in hints and hints["return"] is type(None)
 
 
-def _wake(declared):
-    """Defines the operator and substitutes it for `fn` under Dynamo; a reason when not."""
+def _plan(declared):
+    """(operator name, schema, fake) for a declaration that can become a correct operator,
+    else the reason it cannot, as one short line."""
     fn = declared.fn
     op_name = _op_name(declared)
     if op_name is None:
         return "name is not namespace::identifier"
-    existing = _ops.get(declared.name)
-    if existing is not None:
-        if existing[1] is fn:
-            return None
-        return "declared more than once"
     mutates = declared.mutates_args
     if isinstance(mutates, str):
         mutates = (mutates,) if mutates != "unknown" else mutates
@@ -243,6 +239,19 @@ def _wake(declared):
         if not _returns_nothing(fn):
             return "returns tensors and has no fake"
         fake = _no_result
+    return op_name, schema, fake
+
+
+def _wake(declared):
+    """Defines the operator and substitutes it for `fn` under Dynamo; a reason when not."""
+    fn = declared.fn
+    existing = _ops.get(declared.name)
+    if existing is not None:
+        return None if existing[1] is fn else "declared more than once"
+    plan = _plan(declared)
+    if isinstance(plan, str):
+        return plan
+    op_name, schema, fake = plan
     lib = _library()
     lib.define(op_name + schema)
     lib.impl(op_name, fn, "CompositeExplicitAutograd")
@@ -257,6 +266,20 @@ def _wake(declared):
     torch._dynamo.substitute_in_graph(fn, skip_signature_check=True)(through_op)
     _ops[declared.name] = (op, fn)
     return None
+
+
+def census():
+    """For `dynafold doctor`: per module, the declarations recorded so far that would be
+    woken, and why the others would not; nothing is defined."""
+    out = {}
+    for declared in list(_pending) + [_Declared(n, fn, (), None) for n, (_, fn) in _ops.items()]:
+        entry = out.setdefault(declared.module, {"woken": 0, "skipped": {}})
+        plan = None if declared.name in _ops else _plan(declared)
+        if plan is None or not isinstance(plan, str):
+            entry["woken"] += 1
+        else:
+            entry["skipped"][plan] = entry["skipped"].get(plan, 0) + 1
+    return out
 
 
 def _no_result(*args, **kwargs):

@@ -131,6 +131,9 @@ pub fn run(opts: &DoctorOptions) -> (String, i32) {
     let lib = check_preload(&mut r, opts.lib.as_deref());
     if let (Some(py), Some(lib)) = (&python, &lib) {
         live_check(&mut r, py, lib);
+        if fi_dir.is_some() {
+            ops_census(&mut r, py, lib);
+        }
     }
     if std::env::var_os("DYNAFOLD_DISABLE")
         .is_some_and(|v| matches!(v.to_str(), Some("1" | "true" | "yes" | "on")))
@@ -553,6 +556,62 @@ fn live_check(r: &mut Report, python: &Path, lib: &Path) {
                 "run with DYNAFOLD_LOG=debug to see why; check that libdynafold_python.so sits beside libdynafold.so",
             );
         }
+    }
+}
+
+/// Imports FlashInfer with the preload and prints what `hooks/dormant_ops.py` recorded.
+const OPS_PROBE: &str = "import json, sys\nimport flashinfer\n\
+m = sys.modules.get('_dynafold_dormant_ops')\nprint(json.dumps(m.census() if m else None))";
+
+/// Per FlashInfer module: how many op declarations a compile would wake, and why the others
+/// stay as FlashInfer ships them. Informational: the fold does not depend on it.
+fn ops_census(r: &mut Report, python: &Path, lib: &Path) {
+    r.section("FlashInfer op declarations (woken for torch.compile)");
+    let mut cmd = Command::new(python);
+    cmd.args(["-c", OPS_PROBE])
+        .env(
+            "LD_PRELOAD",
+            preload_value(lib, std::env::var_os("LD_PRELOAD").as_deref()),
+        )
+        .env_remove("DYNAFOLD_DISABLE");
+    let out = match run_with_timeout(&mut cmd, PYTHON_TIMEOUT) {
+        Ok(o) if o.status.success() => o,
+        Ok(o) => {
+            r.line(
+                "import flashinfer",
+                &format!("failed: {}", last_line(&o.stderr)),
+            );
+            return;
+        }
+        Err(e) => {
+            r.line("import flashinfer", &format!("cannot start: {e}"));
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let parsed: Option<serde_json::Value> = text
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str(l).ok());
+    let Some(serde_json::Value::Object(modules)) = parsed else {
+        r.line(
+            "declarations",
+            "not recorded (DYNAFOLD_OPS=0, or flashinfer.utils is not the dormant pair: DYNAFOLD_LOG=warn says)",
+        );
+        return;
+    };
+    let mut names: Vec<&String> = modules.keys().collect();
+    names.sort();
+    for name in names {
+        let entry = &modules[name];
+        let woken = entry["woken"].as_u64().unwrap_or(0);
+        let mut line = format!("{woken} woken");
+        if let Some(serde_json::Value::Object(skipped)) = entry.get("skipped") {
+            for (why, n) in skipped {
+                line.push_str(&format!("; {} left: {why}", n.as_u64().unwrap_or(0)));
+            }
+        }
+        r.line(name, &line);
     }
 }
 

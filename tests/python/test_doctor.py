@@ -50,6 +50,12 @@ def test_good_environment(cuda_home):
                and "-> CUDA 12.8" in l for l in rules), rules
     assert any("flashinfer.jit.fp4_quantization" in l and "folded" in l for l in rules), rules
     assert "DynafoldFinder is first on sys.meta_path" in out
+    # Per module, FlashInfer's op declarations a compile would wake, and why not the others.
+    section = out.split("FlashInfer op declarations (woken for torch.compile)\n", 1)[1]
+    norm = [l for l in section.splitlines() if l.strip().startswith("flashinfer.norm ")]
+    assert norm and " woken; 3 left: schema not expressible (a Union parameter)" in norm[0], section
+    assert any(l.strip().startswith("flashinfer.rope ") and " woken" in l
+               for l in section.splitlines()), section
 
 
 def test_missing_flashinfer(cuda_home):
