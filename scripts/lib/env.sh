@@ -26,7 +26,7 @@ ensure_venv() {
   rm -rf "$venv"
   "$BASE_PYTHON" -m venv "$venv" || return 1
   "$venv/bin/python" -m pip install -q --upgrade pip || return 1
-  "$venv/bin/python" -m pip install -q "torch==$torch" $FLASHINFER_DEPS pytest maturin || return 1
+  "$venv/bin/python" -m pip install -q "torch==$torch" $FLASHINFER_DEPS pytest maturin ziglang auditwheel || return 1
   touch "$venv/.complete"
 }
 
