@@ -15,6 +15,18 @@ FLASHINFER_RELEASES=${DYNAFOLD_FLASHINFER_RELEASES:-"0.5.3 0.6.16 0.7.4"}
 # What FlashInfer's fp4 path imports, minus its heavy extras (FIELD-NOTES 2).
 FLASHINFER_DEPS="apache-tvm-ffi packaging filelock requests tqdm nvidia-ml-py einops click tabulate numpy"
 
+# SGLang's own compile code (tests/python/test_sglang.py), in the environment its users run:
+# CPython 3.12 (SGLang's images), the torch and FlashInfer that SGLang pins, SGLang itself
+# without its dependencies (its cp312 wheel, --no-deps: none of its compiled extensions is
+# imported by the compile path) plus the light pure-Python packages that importing
+# sglang.srt.compilation needs.
+SGLANG_VERSION=0.5.23
+SGLANG_TORCH_VERSION=2.14.1
+SGLANG_FLASHINFER=0.7.2
+# SGLang 0.5.23 pins apache-tvm-ffi 0.1.11 for its FlashInfer.
+SGLANG_DEPS="apache-tvm-ffi==0.1.11 orjson psutil pybase64 pillow starlette msgspec pydantic pyzmq aiohttp"
+SGLANG_VENV="$DYNAFOLD_CACHE/venv-sglang$SGLANG_VERSION-torch$SGLANG_TORCH_VERSION"
+
 log() { printf '[dynafold setup] %s\n' "$*" >&2; }
 
 # ensure_venv [TORCH_VERSION]: the environment for that torch (default $TORCH_VERSION).
@@ -40,4 +52,27 @@ ensure_flashinfer() {
     touch "$dir/.complete"
   fi
   printf '%s\n' "$dir"
+}
+
+# pyenv_python MINOR: the newest pyenv build of that CPython minor (every machine of this kind
+# has them), or nothing.
+pyenv_python() {
+  ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$1".*/bin/python"$1" 2>/dev/null | sort -V | tail -n 1
+}
+
+# ensure_sglang_venv: CPython 3.12 with torch $SGLANG_TORCH_VERSION, FlashInfer's runtime
+# dependencies, pytest and SGLang $SGLANG_VERSION (--no-deps) with what its compile path imports.
+# FlashInfer $SGLANG_FLASHINFER itself is installed by ensure_flashinfer, like the others.
+ensure_sglang_venv() {
+  local venv=$SGLANG_VENV py
+  if [ -x "$venv/bin/python" ] && [ -f "$venv/.complete" ]; then return 0; fi
+  py=$(pyenv_python 3.12)
+  if [ -z "$py" ]; then log "no pyenv CPython 3.12 under ${PYENV_ROOT:-$HOME/.pyenv}/versions"; return 1; fi
+  log "creating $venv ($py, torch $SGLANG_TORCH_VERSION, sglang $SGLANG_VERSION; first time only, a few minutes)"
+  rm -rf "$venv"
+  "$py" -m venv "$venv" || return 1
+  "$venv/bin/python" -m pip install -q --upgrade pip || return 1
+  "$venv/bin/python" -m pip install -q "torch==$SGLANG_TORCH_VERSION" $FLASHINFER_DEPS $SGLANG_DEPS pytest || return 1
+  "$venv/bin/python" -m pip install -q --no-deps "sglang==$SGLANG_VERSION" || return 1
+  touch "$venv/.complete"
 }
