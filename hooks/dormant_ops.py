@@ -26,6 +26,12 @@ This module keeps the eager path exactly as FlashInfer ships it and gives Dynamo
    transparent: under compile Dynamo calls it outside the trace (as a constant), so the
    module it returns is the one the eager path built, or is built then, outside the graph.
 
+5. With `FLASHINFER_LOGLEVEL` >= 1, FlashInfer's `flashinfer_api` wraps each public function in
+   a logger (timestamps, file dumps, locks). Right after `flashinfer.api_logging` executes, its
+   decorator is replaced by one that makes the same wrapper and remembers what it wraps; at
+   compile start Dynamo is told to call the wrapped function instead, so eager calls log as
+   before and the logging stays out of the traced path.
+
 Nothing user-supplied reaches generated source: there is no generated source.
 """
 
@@ -50,6 +56,8 @@ _status = {}
 # "flashinfer::NAME" -> the operator, once defined.
 _ops = {}
 _armed = False
+# (logging wrapper, the function it wraps) made by flashinfer_api, not yet substituted.
+_api_pending = []
 
 NOT_BUILT = (
     "dynafold: torch.compile reached FlashInfer's {loader}{args}, whose JIT module is not built "
@@ -137,6 +145,50 @@ def install_utils(utils):
     return "FlashInfer's op declarations recorded; woken at the start of each compile"
 
 
+def install_api_logging(api_logging):
+    """Called once `flashinfer.api_logging` has executed. Returns a line for the log (None when
+    the logging is off and FlashInfer's decorator already returns the function itself), or
+    raises Unsupported."""
+    level = getattr(api_logging, "_API_LOG_LEVEL", None)
+    original = getattr(api_logging, "flashinfer_api", None)
+    if original is None or not isinstance(level, int):
+        raise Unsupported("flashinfer.api_logging has no flashinfer_api/_API_LOG_LEVEL")
+    if level == 0:
+        return None
+    try:
+        first = next(iter(inspect.signature(original).parameters))
+    except (TypeError, ValueError, StopIteration):
+        first = None
+    if first != "func":
+        raise Unsupported("flashinfer_api does not take the decorated function first")
+
+    def flashinfer_api(func=None, **options):
+        if func is not None:
+            return _remember_api(original(func, **options), func)
+        made = original(**options)
+
+        def decorate(f):
+            return _remember_api(made(f), f)
+        return decorate
+
+    flashinfer_api.__doc__ = original.__doc__
+    api_logging.flashinfer_api = flashinfer_api
+    return (f"FLASHINFER_LOGLEVEL={level}: FlashInfer's API logging kept for eager calls, "
+            "left out of traced code")
+
+
+def _remember_api(wrapper, func):
+    if wrapper is not func and callable(wrapper):
+        _api_pending.append((wrapper, func))
+    return wrapper
+
+
+def _call_through(func):
+    def call(*args, **kwargs):
+        return func(*args, **kwargs)
+    return call
+
+
 class Unsupported(Exception):
     """FlashInfer does not look as expected: leave it alone."""
 
@@ -158,8 +210,16 @@ def arm():
 
 def wake_pending(*_args):
     """At each compile start: wakes what was declared since the last one."""
-    if not _pending and len(sys.modules) == _scanned[0]:
+    if not _pending and not _api_pending and len(sys.modules) == _scanned[0]:
         return
+    while _api_pending:
+        wrapper, func = _api_pending.pop(0)
+        try:
+            torch._dynamo.substitute_in_graph(wrapper, skip_signature_check=True)(
+                _call_through(func))
+        except Exception as e:
+            _log.debug("dynafold: FlashInfer's logging wrapper of %s stays traced: %s",
+                       getattr(func, "__qualname__", func), e)
     while _pending:
         declared = _pending.pop(0)
         try:

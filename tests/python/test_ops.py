@@ -25,18 +25,21 @@ OPS = {
 }
 
 
-def trace(release, tmp_path, preload=None):
+def trace(release, tmp_path, preload=None, **extra):
     env = clean_env(
         PYTHONPATH=flashinfer_path(release),
         CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")),
         FLASHINFER_WORKSPACE_BASE=str(tmp_path / "fi-workspace"),
+        **extra,
     )
     if preload:
         env["LD_PRELOAD"] = preload
     r = run([str(PYTHON), str(HELPER)], env, timeout=600)
     lines = [l for l in r.stdout.decode().splitlines() if l.startswith("RESULT ")]
     assert lines, r.stderr.decode()[-3000:]
-    return json.loads(lines[0][7:]), r.stderr.decode()
+    result = json.loads(lines[0][7:])
+    result["stdout"] = r.stdout.decode()
+    return result, r.stderr.decode()
 
 
 @pytest.mark.parametrize("release", RELEASES)
@@ -65,3 +68,15 @@ def test_compile_before_the_jit_module_exists_says_what_to_do(preload, release, 
     assert not case["ok"]
     assert "dynafold: torch.compile reached FlashInfer's get_act_and_mul_module" in case["error"]
     assert "Call the FlashInfer op once eagerly" in case["error"]
+
+
+# FlashInfer's API logging arrived in 0.6; 0.5.3 has none to keep out of the trace.
+@pytest.mark.parametrize("release", [r for r in RELEASES if r != "0.5.3"])
+def test_flashinfer_api_logging_stays_out_of_the_trace(preload, release, tmp_path):
+    ours, err = trace(release, tmp_path, preload, FLASHINFER_LOGLEVEL="1")
+    for name in TRACED:
+        case = ours["cases"][name]
+        assert case["ok"], f"{name}: {case.get('error')}\n{err[-2000:]}"
+        assert f"dynafold_flashinfer.{OPS[name]}.default" in case["targets"], case
+    # Eager calls are still logged by FlashInfer.
+    assert "FlashInfer API Call: rmsnorm" in ours["stdout"] + err

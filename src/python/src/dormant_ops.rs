@@ -39,6 +39,26 @@ pub fn install(py: Python<'_>, utils: &Bound<'_, PyAny>) -> PyResult<()> {
     Ok(())
 }
 
+/// After `flashinfer.api_logging` executed: with FLASHINFER_LOGLEVEL >= 1, keep its
+/// logging wrappers out of traced code.
+pub fn install_api_logging(py: Python<'_>, api_logging: &Bound<'_, PyAny>) -> PyResult<()> {
+    if !enabled() {
+        return Ok(());
+    }
+    let helper = helper(py)?;
+    match helper.call_method1("install_api_logging", (api_logging,)) {
+        Ok(done) if done.is_none() => {}
+        Ok(done) => log::info!("flashinfer.api_logging: {done}"),
+        Err(e) if e.is_instance(py, &helper.getattr("Unsupported")?) => log::warn!(
+            "flashinfer.api_logging: logging wrappers left as shipped ({}); with \
+             FLASHINFER_LOGLEVEL set, FlashInfer ops will not trace under fullgraph=True",
+            e.value(py)
+        ),
+        Err(e) => return Err(e),
+    }
+    Ok(())
+}
+
 /// After `torch._dynamo` executed: register the compile-start callback if FlashInfer's
 /// declarations are being recorded.
 pub fn arm(py: Python<'_>) -> PyResult<()> {

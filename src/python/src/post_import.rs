@@ -1,6 +1,6 @@
 //! Work to start right after a module finishes importing: the graph-break observer once
 //! `torch._dynamo` is loaded, the recording of FlashInfer's op declarations once
-//! `flashinfer.utils` is. The loader is `hooks/loaders.py`'s `ObservingLoader`, so that the
+//! `flashinfer.utils` is, and of its API-logging wrappers once `flashinfer.api_logging` is. The loader is `hooks/loaders.py`'s `ObservingLoader`, so that the
 //! module's own body runs beneath no Rust frame.
 
 use pyo3::prelude::*;
@@ -9,9 +9,10 @@ use crate::overhead::{Part, Timer};
 
 const DYNAMO: &str = "torch._dynamo";
 const FLASHINFER_UTILS: &str = "flashinfer.utils";
+const FLASHINFER_API_LOGGING: &str = "flashinfer.api_logging";
 
 pub fn is_target(name: &str) -> bool {
-    name == DYNAMO || name == FLASHINFER_UTILS
+    matches!(name, DYNAMO | FLASHINFER_UTILS | FLASHINFER_API_LOGGING)
 }
 
 /// Wraps the ordinary loader so that `after_import` runs once the module has executed.
@@ -43,6 +44,11 @@ pub fn after_import(py: Python<'_>, name: &str, module: &Bound<'_, PyAny>) -> Py
         let _timer = Timer::start(Part::Ops);
         crate::guard::propagating(py, "recording FlashInfer's op declarations", || {
             crate::dormant_ops::install(py, module)
+        })?;
+    } else if name == FLASHINFER_API_LOGGING {
+        let _timer = Timer::start(Part::Ops);
+        crate::guard::propagating(py, "FlashInfer's API logging", || {
+            crate::dormant_ops::install_api_logging(py, module)
         })?;
     }
     Ok(())
