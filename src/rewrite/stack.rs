@@ -30,8 +30,9 @@ pub fn remaining() -> Option<usize> {
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn stack_bounds(here: usize) -> Option<(usize, usize)> {
-    // SAFETY: plain libc calls on this thread's own ids.
-    let main = unsafe { libc::getpid() == libc::gettid() };
+    // SAFETY: plain libc calls on this thread's own ids. gettid through syscall(2): glibc has
+    // the gettid() wrapper only from 2.30, and the wheel is built for glibc 2.28.
+    let main = unsafe { libc::syscall(libc::SYS_gettid) == libc::c_long::from(libc::getpid()) };
     if !main {
         return thread_stack();
     }
