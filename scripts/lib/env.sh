@@ -29,17 +29,28 @@ SGLANG_VENV="$DYNAFOLD_CACHE/venv-sglang$SGLANG_VERSION-torch$SGLANG_TORCH_VERSI
 
 log() { printf '[dynafold setup] %s\n' "$*" >&2; }
 
-# ensure_venv [TORCH_VERSION]: the environment for that torch (default $TORCH_VERSION).
+# What the tests need besides torch and FlashInfer's dependencies (the wheel is linked by zig
+# and audited by auditwheel, see test_package.py).
+TEST_TOOLS="pytest maturin ziglang auditwheel"
+
+# ensure_venv [TORCH_VERSION]: the environment for that torch (default $TORCH_VERSION). An
+# environment made before a tool joined TEST_TOOLS gets the missing ones added, not remade.
 ensure_venv() {
   local torch=${1:-$TORCH_VERSION}
   local venv="$DYNAFOLD_CACHE/venv-torch$torch"
-  if [ -x "$venv/bin/python" ] && [ -f "$venv/.complete" ]; then return 0; fi
+  if [ -x "$venv/bin/python" ] && [ -f "$venv/.complete" ]; then
+    [ "$(cat "$venv/.complete")" = "$TEST_TOOLS" ] && return 0
+    log "adding $TEST_TOOLS to $venv"
+    "$venv/bin/python" -m pip install -q $TEST_TOOLS || return 1
+    printf '%s' "$TEST_TOOLS" > "$venv/.complete"
+    return 0
+  fi
   log "creating $venv (torch $torch from PyPI; first time only, a few minutes)"
   rm -rf "$venv"
   "$BASE_PYTHON" -m venv "$venv" || return 1
   "$venv/bin/python" -m pip install -q --upgrade pip || return 1
-  "$venv/bin/python" -m pip install -q "torch==$torch" $FLASHINFER_DEPS pytest maturin ziglang auditwheel || return 1
-  touch "$venv/.complete"
+  "$venv/bin/python" -m pip install -q "torch==$torch" $FLASHINFER_DEPS $TEST_TOOLS || return 1
+  printf '%s' "$TEST_TOOLS" > "$venv/.complete"
 }
 
 # ensure_flashinfer VERSION: installs that release (no deps) into its own folder, prints it.
