@@ -514,16 +514,22 @@ fn check_preload(r: &mut Report, explicit: Option<&Path>) -> Option<PathBuf> {
     }
 }
 
-/// Starts the interpreter with the preload and asks who is first on sys.meta_path.
-fn live_check(r: &mut Report, python: &Path, lib: &Path) {
+/// `python -c code` with the preload in front, as `dynafold run` would start it.
+fn with_preload(python: &Path, lib: &Path, code: &str) -> Command {
     let mut cmd = Command::new(python);
-    cmd.args(["-c", LIVE_PROBE])
+    cmd.args(["-c", code])
         .env(
             "LD_PRELOAD",
             preload_value(lib, std::env::var_os("LD_PRELOAD").as_deref()),
         )
         .env_remove("DYNAFOLD_DISABLE");
-    let verdict = match run_with_timeout(&mut cmd, PYTHON_TIMEOUT) {
+    cmd
+}
+
+/// Starts the interpreter with the preload and asks who is first on sys.meta_path.
+fn live_check(r: &mut Report, python: &Path, lib: &Path) {
+    let verdict = match run_with_timeout(&mut with_preload(python, lib, LIVE_PROBE), PYTHON_TIMEOUT)
+    {
         Ok(o) => {
             let first = String::from_utf8_lossy(&o.stdout).trim().to_owned();
             if o.status.success() && first == "DynafoldFinder" {
@@ -567,14 +573,7 @@ m = sys.modules.get('_dynafold_dormant_ops')\nprint(json.dumps(m.census() if m e
 /// stay as FlashInfer ships them. Informational: the fold does not depend on it.
 fn ops_census(r: &mut Report, python: &Path, lib: &Path) {
     r.section("FlashInfer op declarations (woken for torch.compile)");
-    let mut cmd = Command::new(python);
-    cmd.args(["-c", OPS_PROBE])
-        .env(
-            "LD_PRELOAD",
-            preload_value(lib, std::env::var_os("LD_PRELOAD").as_deref()),
-        )
-        .env_remove("DYNAFOLD_DISABLE");
-    let out = match run_with_timeout(&mut cmd, PYTHON_TIMEOUT) {
+    let out = match run_with_timeout(&mut with_preload(python, lib, OPS_PROBE), PYTHON_TIMEOUT) {
         Ok(o) if o.status.success() => o,
         Ok(o) => {
             r.line(
