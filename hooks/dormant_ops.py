@@ -80,6 +80,19 @@ HANDLED_ELSEWHERE = {
     "flashinfer::fp4_quantize_sm100": "covered by dynafold's fp4 path (hooks/fp4_opaque.py)",
 }
 
+# Boundaries FlashInfer forgot: public paths that reach the JIT machinery, the autotuner
+# (threading locks, classes defined per call) or an FFI call outside any declared op.
+# (module, function, declared name, mutated parameters, schema or None for the annotations'),
+# woken like FlashInfer's own declarations once its module is loaded.
+EXTRA_DECLARATIONS = [
+    # bmm_fp8 -> fp8_gemm_sm100: AutoTuner.choose_one and runner classes built per call. Its
+    # `List[str]` parameter is not one torch infers, hence the schema.
+    ("flashinfer.gemm.gemm_base", "fp8_gemm_sm100", "flashinfer::fp8_gemm_sm100",
+     ("out", "workspace_buffer"),
+     "(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor(a4!) out, "
+     "Tensor(a5!) workspace_buffer, str[] runner_names) -> ()"),
+]
+
 # FlashInfer's fake, where wrong or missing, by declared name.
 FAKE_OVERRIDES = {
     "flashinfer::apply_rope_pos_ids_cos_sin_cache": _fake_rope_cos_sin_cache,
@@ -219,6 +232,7 @@ def wake_pending(*_args):
     """At each compile start: wakes what was declared since the last one."""
     if not _pending and not _api_pending and len(sys.modules) == _scanned[0]:
         return
+    _declare_extras()
     while _api_pending:
         wrapper, func = _api_pending.pop(0)
         try:
@@ -241,6 +255,32 @@ def wake_pending(*_args):
             _log.debug("dynafold: %s left as FlashInfer ships it: %s", declared.name, why_not)
     _make_loaders_transparent()
     _scanned[0] = len(sys.modules)
+
+
+def _declare_extras():
+    """dynafold's own declarations whose module is now loaded, once each."""
+    for module_name, attr, name, mutates, schema in EXTRA_DECLARATIONS:
+        module = sys.modules.get(module_name)
+        fn = getattr(module, attr, None) if module is not None else None
+        if fn is None or name in _extras_declared:
+            continue
+        _extras_declared.add(name)
+        if not inspect.isfunction(fn):
+            _log.debug("dynafold: %s.%s is not a plain function; no boundary", module_name, attr)
+            continue
+        if schema is not None and list(inspect.signature(fn).parameters) != _schema_names(schema):
+            _log.debug("dynafold: %s.%s's parameters changed; no boundary", module_name, attr)
+            continue
+        _pending.append(_Declared(name, fn, mutates, schema))
+
+
+_extras_declared = set()
+
+
+def _schema_names(schema):
+    """The parameter names of a `(Type name, ...) -> ...` schema."""
+    params = schema[1:schema.rindex(") ->")]
+    return [p.split()[-1] for p in params.split(",") if p.strip()]
 
 
 # len(sys.modules) at the last scan for loaders: a new FlashInfer module means a new scan.
@@ -342,6 +382,7 @@ def _wake(declared):
 def census():
     """For `dynafold doctor`: per module, the declarations recorded so far that would be
     woken, and why the others would not; nothing is defined."""
+    _declare_extras()
     out = {}
     for declared in list(_pending) + [_Declared(n, fn, (), None) for n, (_, fn) in _ops.items()]:
         entry = out.setdefault(declared.module, {"woken": 0, "skipped": {}})

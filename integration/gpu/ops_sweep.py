@@ -8,6 +8,7 @@ compiled with fullgraph=True (zero graph breaks or an error), then the compiled 
 captured in a CUDA graph and replayed; outputs are compared with eager bit for bit. One line per
 case: SWEEP <name> PASS|FAIL <what>.
 """
+import os
 import sys
 import time
 
@@ -85,7 +86,10 @@ def same(a, b):
 
 def sweep():
     passed = total = 0
+    only = os.environ.get("SWEEP_ONLY")
     for name, fn, _ in cases():
+        if only and name not in only.split(","):
+            continue
         total += 1
         step = "eager"
         try:

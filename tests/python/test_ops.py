@@ -57,6 +57,8 @@ def test_public_ops_trace_with_flashinfers_own_declarations(preload, release, tm
         assert ours["events"][name] == {"processes": [], "jit_files": []}, name
     # The eager path is FlashInfer's own: declarations return FlashInfer's function itself.
     assert ours["declared_is_own"] is True
+    # A boundary FlashInfer forgot, from dynafold's own declarations: bmm_fp8's autotuned gemm.
+    assert "flashinfer::fp8_gemm_sm100" in ours["woken"], ours["woken"]
     runs = ours["rmsnorm_op_runs"]
     assert runs["module_holds_it"] is True and "/flashinfer/" in runs["file"], runs
 

@@ -107,6 +107,7 @@ def main():
         # FlashInfer's declarations still hand back FlashInfer's own function (eager path).
         "declared_is_own": utils.register_custom_op("t::probe", mutates_args=())(probe) is probe,
         "rmsnorm_op_runs": _rmsnorm_op_runs(),
+        "woken": sorted(getattr(sys.modules.get("_dynafold_dormant_ops"), "_ops", {})),
     }), flush=True)
 
 
