@@ -10,7 +10,7 @@ Python and C frames only, never beneath a Rust one:
 
 So the native side only prepares (reads, folds, compiles) and the waiting and executing happen
 here. The fold runs on a native thread without the GIL, because it may wait up to
-`DYNAFOLD_NVCC_TIMEOUT` for `nvcc --version`; this thread waits for it in `select`, which
+`DYNAFOLD_NVCC_TIMEOUT` for `nvcc --version`; this thread waits for it in `poll`, which
 releases the GIL the way FlashInfer's own `subprocess` wait does.
 
 `_native` is set by the library before any loader is made: `read`, `reads_torch_cuda_home`,
@@ -27,16 +27,22 @@ _POLL_SECONDS = 0.5
 
 
 def _wait(job):
-    """Blocks until the native fold is done: its thread closes the pipe's write end."""
+    """Blocks until the native fold is done: its thread closes the pipe's write end. False when
+    the wait cannot be trusted (the module is then loaded as FlashInfer ships it).
+
+    poll, not select: a server may hold more than FD_SETSIZE (1024) descriptors."""
     pid = os.getpid()
-    fd = job.fd
-    while True:
-        ready, _, _ = select.select([fd], [], [], _POLL_SECONDS)
-        if ready:
-            return True
-        if os.getpid() != pid:
-            # The folding thread did not follow the fork; this child loads the original.
-            return False
+    try:
+        poller = select.poll()
+        poller.register(job.fd, select.POLLIN)
+        while True:
+            if poller.poll(_POLL_SECONDS * 1000):
+                return True
+            if os.getpid() != pid:
+                # The folding thread did not follow the fork; this child loads the original.
+                return False
+    except OSError:
+        return False
 
 
 def _torch_cuda_home():

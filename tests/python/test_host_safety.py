@@ -183,3 +183,22 @@ def test_hung_nvcc_does_not_hold_the_gil(preload, tmp_path):
     # 10 ms ticks for 3+ s: with the GIL held by the probe there would be next to none; a
     # quarter of the ideal count leaves room for a loaded machine.
     assert ticks >= took / 0.01 / 4, words
+
+
+MANY_FDS = """
+import os, resource
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+held = [os.open("/dev/null", os.O_RDONLY) for _ in range(1100)]
+import flashinfer.jit.cpp_ext as c
+print("FOLDED", "__dynafold__" in vars(c), max(held) >= 1024, flush=True)
+"""
+
+
+def test_import_in_a_process_holding_more_than_1024_descriptors(preload, tmp_path):
+    # A server holds many sockets; the wait for the fold must not be select()'s FD_SETSIZE.
+    env = clean_env(PYTHONPATH=flashinfer_path("0.6.16"), LD_PRELOAD=preload,
+                    CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")))
+    r = run([str(PYTHON), "-c", MANY_FDS], env, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    assert r.stdout.decode().split() == ["FOLDED", "True", "True"], r.stderr.decode()[-2000:]
