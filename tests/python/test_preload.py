@@ -46,15 +46,20 @@ def non_python_programs(tmp):
     return cmds
 
 
-def test_non_python_programs_are_untouched(preload, tmp_path):
+def assert_programs_untouched(lib, tmp_path):
+    """Every non-Python program behaves byte for byte as without `lib` preloaded."""
     for name, cmd in non_python_programs(tmp_path).items():
         base = run(cmd, clean_env())
-        pre = run(cmd, clean_env(LD_PRELOAD=preload))
+        pre = run(cmd, clean_env(LD_PRELOAD=lib))
         out = pre.stdout
         if name == "env":
             # `env` prints the environment, which now has one more variable: the preload itself.
             out = b"".join(l for l in out.splitlines(True) if not l.startswith(b"LD_PRELOAD="))
         assert (base.returncode, base.stdout, base.stderr) == (pre.returncode, out, pre.stderr), name
+
+
+def test_non_python_programs_are_untouched(preload, tmp_path):
+    assert_programs_untouched(preload, tmp_path)
     assert shutil.which("ninja"), "ninja is not installed (scripts/test installs ninja-build)"
 
 

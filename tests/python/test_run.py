@@ -122,6 +122,14 @@ open(sys.argv[1], "w").write(str(os.getpid()))
 """
 
 
+def pid_from(pidfile, wrapper, deadline, what):
+    """The pid the child writes to `pidfile`, waiting while the wrapper runs, until `deadline`."""
+    while not (pidfile.exists() and pidfile.read_text()):
+        assert time.monotonic() < deadline and wrapper.poll() is None, what
+        time.sleep(0.05)
+    return int(pidfile.read_text())
+
+
 @pytest.mark.parametrize("sig", [pytest.param(s, id=s.name) for s in (signal.SIGTERM, signal.SIGINT)])
 def test_wrapper_can_be_stopped_after_the_child_exited(dynafold, tmp_path, sig):
     pidfile = tmp_path / "pid"
@@ -131,10 +139,7 @@ def test_wrapper_can_be_stopped_after_the_child_exited(dynafold, tmp_path, sig):
                          preexec_fn=signals_as())
     try:
         deadline = time.monotonic() + 60
-        while not (pidfile.exists() and pidfile.read_text()):
-            assert time.monotonic() < deadline and p.poll() is None, "the child never filled the pipe"
-            time.sleep(0.05)
-        child = int(pidfile.read_text())
+        child = pid_from(pidfile, p, deadline, "the child never filled the pipe")
         # Gone from /proc once the wrapper's wait() has reaped it.
         while os.path.exists(f"/proc/{child}"):
             assert time.monotonic() < deadline, "the wrapper did not reap its child"
@@ -179,10 +184,7 @@ def test_killing_dynafold_run_does_not_orphan_the_child(dynafold, tmp_path):
     p = subprocess.Popen([dynafold, "run", "--", PY, "-c", child], env=clean_env())
     try:
         deadline = time.monotonic() + 60
-        while not (pidfile.exists() and pidfile.read_text()):
-            assert time.monotonic() < deadline and p.poll() is None, "the child never started"
-            time.sleep(0.05)
-        pid = int(pidfile.read_text())
+        pid = pid_from(pidfile, p, deadline, "the child never started")
         p.kill()
         p.wait(10)
         deadline = time.monotonic() + 10
