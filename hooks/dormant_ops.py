@@ -301,13 +301,17 @@ def _library():
     return _lib
 
 
-def _has_union(fn):
+def _hints(fn):
+    """`fn`'s resolved annotations; empty when they cannot be resolved."""
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:
+        return {}
+
+
+def _has_union(hints):
     """A Union other than Optional, which torch's schemas cannot express (checked first: torch
     logs a warning per such parameter when asked)."""
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:
-        return False
     for hint in hints.values():
         if typing.get_origin(hint) is typing.Union:
             if len([a for a in typing.get_args(hint) if a is not type(None)]) > 1:
@@ -315,11 +319,7 @@ def _has_union(fn):
     return False
 
 
-def _returns_nothing(fn):
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:
-        return False
+def _returns_nothing(hints):
     return "return" in hints and hints["return"] is type(None)
 
 
@@ -339,7 +339,8 @@ def _plan(declared):
         return "mutates_args='unknown'"
     # FlashInfer writes `mutates_args=("")` (a string, not a tuple) for "mutates nothing".
     mutates = tuple(m for m in mutates if m)
-    if declared.schema is None and _has_union(fn):
+    hints = _hints(fn)
+    if declared.schema is None and _has_union(hints):
         return "schema not expressible (a Union parameter)"
     try:
         schema = declared.schema or torch.library.infer_schema(fn, mutates_args=mutates)
@@ -347,7 +348,7 @@ def _plan(declared):
         return f"schema not expressible ({str(e).splitlines()[0][:80]})"
     fake = FAKE_OVERRIDES.get(declared.name) or _fakes.get(declared.name)
     if fake is None:
-        if not _returns_nothing(fn):
+        if not _returns_nothing(hints):
             return "returns tensors and has no fake"
         fake = _no_result
     return op_name, schema, fake
