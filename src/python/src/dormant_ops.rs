@@ -23,18 +23,10 @@ fn helper(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
 
 /// After `flashinfer.utils` executed: record the declarations from now on.
 pub fn install(py: Python<'_>, utils: &Bound<'_, PyAny>) -> PyResult<()> {
-    if !enabled() {
-        return Ok(());
-    }
-    let helper = helper(py)?;
-    match helper.call_method1("install_utils", (utils,)) {
-        Ok(done) => log::debug!("flashinfer.utils: {done}"),
-        Err(e) if e.is_instance(py, &helper.getattr("Unsupported")?) => log::warn!(
-            "flashinfer.utils: op declarations left dormant ({}); FlashInfer ops other than \
-             fp4_quantize will not trace under fullgraph=True",
-            e.value(py)
-        ),
-        Err(e) => return Err(e),
+    let left = "op declarations left dormant";
+    let why = "FlashInfer ops other than fp4_quantize will not trace under fullgraph=True";
+    if let Some(done) = call_hook(py, "install_utils", utils, left, why)? {
+        log::debug!("flashinfer.utils: {done}");
     }
     Ok(())
 }
@@ -42,21 +34,42 @@ pub fn install(py: Python<'_>, utils: &Bound<'_, PyAny>) -> PyResult<()> {
 /// After `flashinfer.api_logging` executed: with FLASHINFER_LOGLEVEL >= 1, keep its
 /// logging wrappers out of traced code.
 pub fn install_api_logging(py: Python<'_>, api_logging: &Bound<'_, PyAny>) -> PyResult<()> {
-    if !enabled() {
-        return Ok(());
-    }
-    let helper = helper(py)?;
-    match helper.call_method1("install_api_logging", (api_logging,)) {
-        Ok(done) if done.is_none() => {}
-        Ok(done) => log::info!("flashinfer.api_logging: {done}"),
-        Err(e) if e.is_instance(py, &helper.getattr("Unsupported")?) => log::warn!(
-            "flashinfer.api_logging: logging wrappers left as shipped ({}); with \
-             FLASHINFER_LOGLEVEL set, FlashInfer ops will not trace under fullgraph=True",
-            e.value(py)
-        ),
-        Err(e) => return Err(e),
+    let left = "logging wrappers left as shipped";
+    let why = "with FLASHINFER_LOGLEVEL set, FlashInfer ops will not trace under fullgraph=True";
+    if let Some(done) = call_hook(py, "install_api_logging", api_logging, left, why)? {
+        log::info!("flashinfer.api_logging: {done}");
     }
     Ok(())
+}
+
+/// Calls `hooks/dormant_ops.py`'s `method(module)`: its line for the log (None when it has
+/// nothing to say, or when dynafold is told to leave the ops alone). A FlashInfer that does
+/// not look as expected (`Unsupported`) gets one warning naming what was `left` and `why` it
+/// matters.
+fn call_hook(
+    py: Python<'_>,
+    method: &str,
+    module: &Bound<'_, PyAny>,
+    left: &str,
+    why: &str,
+) -> PyResult<Option<String>> {
+    if !enabled() {
+        return Ok(None);
+    }
+    let helper = helper(py)?;
+    match helper.call_method1(method, (module,)) {
+        Ok(done) if done.is_none() => Ok(None),
+        Ok(done) => Ok(Some(done.to_string())),
+        Err(e) if e.is_instance(py, &helper.getattr("Unsupported")?) => {
+            let name = module
+                .getattr("__name__")
+                .map(|n| n.to_string())
+                .unwrap_or_default();
+            log::warn!("{name}: {left} ({}); {why}", e.value(py));
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// After `torch._dynamo` executed: register the compile-start callback if FlashInfer's
