@@ -22,11 +22,17 @@ This module keeps the eager path exactly as FlashInfer ships it and gives Dynamo
 3. A declaration that cannot become a correct operator (schema not expressible, tensors
    returned without a fake, a name that is not an identifier) stays as FlashInfer ships it,
    with one debug line; `status()` says per module what was woken and why not.
-4. Every `functools.cache`d JIT loader (`get_*module*`) of a woken module is made trace-
+4. Each fake is checked against its kernel the first time the operator runs for real in the
+   process (a compiled graph's first call), before that result is returned: FlashInfer's fakes
+   are not exercised by FlashInfer itself and some have rotted. The shapes, dtypes and strides
+   of what the kernel returned are compared with what the fake returns for the same inputs; a
+   mismatch raises (the compiled graph was planned on the fake's word) and is kept in
+   `status()`, as is every agreement.
+5. Every `functools.cache`d JIT loader (`get_*module*`) of a woken module is made trace-
    transparent: under compile Dynamo calls it outside the trace (as a constant), so the
    module it returns is the one the eager path built, or is built then, outside the graph.
 
-5. With `FLASHINFER_LOGLEVEL` >= 1, FlashInfer's `flashinfer_api` wraps each public function in
+6. With `FLASHINFER_LOGLEVEL` >= 1, FlashInfer's `flashinfer_api` wraps each public function in
    a logger (timestamps, file dumps, locks). Right after `flashinfer.api_logging` executes, its
    decorator is replaced by one that makes the same wrapper and remembers what it wraps; at
    compile start Dynamo is told to call the wrapped function instead, so eager calls log as
@@ -366,7 +372,7 @@ def _wake(declared):
     op_name, schema, fake = plan
     lib = _library()
     lib.define(op_name + schema)
-    lib.impl(op_name, fn, "CompositeExplicitAutograd")
+    lib.impl(op_name, _fake_checked(declared.name, fn, fake), "CompositeExplicitAutograd")
     torch.library.register_fake(f"{NAMESPACE}::{op_name}", fake, lib=lib)
     op = getattr(getattr(torch.ops, NAMESPACE), op_name).default
 
@@ -378,6 +384,65 @@ def _wake(declared):
     torch._dynamo.substitute_in_graph(fn, skip_signature_check=True)(through_op)
     _ops[declared.name] = (op, fn)
     return None
+
+
+# "flashinfer::NAME" -> "agrees" or what differs, once the operator has run for real.
+_fake_checks = {}
+
+FAKE_DIFFERS = (
+    "dynafold: the fake of {name} does not describe its kernel's result ({what}); the compiled "
+    "graph was planned on the fake and cannot be trusted. Set DYNAFOLD_OPS=0 to leave "
+    "FlashInfer's ops as it ships them, and report this to dynafold."
+)
+
+
+def _fake_checked(name, fn, fake):
+    """FlashInfer's function as the operator's kernel, checking `fake` on the first call."""
+
+    def kernel(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        verdict = _fake_checks.get(name)
+        if verdict is None:
+            verdict = _fake_checks[name] = _compare_with_fake(fake, args, kwargs, out)
+        if verdict != "agrees":
+            raise RuntimeError(FAKE_DIFFERS.format(name=name, what=verdict))
+        return out
+
+    functools.update_wrapper(kernel, fn)
+    del kernel.__wrapped__
+    return kernel
+
+
+def _compare_with_fake(fake, args, kwargs, real):
+    """"agrees" when `fake`, given fake copies of the inputs, returns what `real` is (shapes,
+    dtypes, strides, devices); else what differs, as one short line."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._pytree import tree_flatten, tree_map
+
+    try:
+        with FakeTensorMode() as mode:
+            def fakeify(x):
+                return mode.from_tensor(x) if isinstance(x, torch.Tensor) else x
+            predicted = fake(*tree_map(fakeify, args), **tree_map(fakeify, kwargs))
+    except Exception as e:
+        return f"the fake raised {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+    got, got_shape = tree_flatten(real)
+    want, want_shape = tree_flatten(predicted)
+    if got_shape != want_shape:
+        return f"structure {want_shape} predicted, {got_shape} returned"
+    for i, (r, f) in enumerate(zip(got, want)):
+        if isinstance(r, torch.Tensor) != isinstance(f, torch.Tensor):
+            return f"output {i}: {type(f).__name__} predicted, {type(r).__name__} returned"
+        if not isinstance(r, torch.Tensor):
+            continue
+        for what in ("shape", "dtype", "stride", "device"):
+            have = tuple(r.shape) if what == "shape" else (
+                r.stride() if what == "stride" else getattr(r, what))
+            said = tuple(f.shape) if what == "shape" else (
+                f.stride() if what == "stride" else getattr(f, what))
+            if have != said:
+                return f"output {i}: {what} {said} predicted, {have} returned"
+    return "agrees"
 
 
 def census():
@@ -457,5 +522,9 @@ def _outside_the_trace(loader):
 
 
 def status():
-    """Per module: how many declarations are woken and why the others are not."""
-    return {m: {"woken": s["woken"], "skipped": dict(s["skipped"])} for m, s in _status.items()}
+    """Per module: how many declarations are woken and why the others are not; per operator
+    that has run for real, whether its fake agreed with its kernel."""
+    out = {m: {"woken": s["woken"], "skipped": dict(s["skipped"])} for m, s in _status.items()}
+    if _fake_checks:
+        out["fake checks"] = dict(_fake_checks)
+    return out

@@ -82,3 +82,56 @@ def test_flashinfer_api_logging_stays_out_of_the_trace(preload, release, tmp_pat
         assert f"dynafold_flashinfer.{OPS[name]}.default" in case["targets"], case
     # Eager calls are still logged by FlashInfer.
     assert "FlashInfer API Call: rmsnorm" in ours["stdout"] + err
+
+
+FAKE_CHECK = r"""
+import json, sys, torch, flashinfer, flashinfer.rope
+m = sys.modules["_dynafold_dormant_ops"]
+x = torch.randn(4, 8)
+out = {
+    "agrees": m._compare_with_fake(lambda a: torch.empty_like(a), (x,), {}, x * 2),
+    "shape": m._compare_with_fake(lambda a: a.new_empty(8, 4), (x,), {}, x * 2),
+    "stride": m._compare_with_fake(lambda a: a.new_empty(8, 4).t(), (x,), {}, x * 2),
+    "dtype": m._compare_with_fake(lambda a: a.new_empty(4, 8, dtype=torch.int32), (x,), {}, x),
+    "structure": m._compare_with_fake(lambda a: (a, a), (x,), {}, x),
+    "nothing": m._compare_with_fake(lambda a: None, (x,), {}, None),
+}
+# FlashInfer's own rotted fake, called with what its kernel takes.
+rotted = m._fakes["flashinfer::apply_rope_pos_ids_cos_sin_cache"]
+q = torch.randn(2, 8)
+out["flashinfer_rope_fake"] = m._compare_with_fake(
+    rotted, (q, q, q.clone(), q.clone(), torch.randn(16, 8), torch.arange(2)), {"interleave": True},
+    None)
+kernel = m._fake_checked("flashinfer::probe", lambda a: a * 2, lambda a: a.new_empty(8, 4))
+try:
+    kernel(x)
+    out["raised"] = None
+except RuntimeError as e:
+    out["raised"] = str(e)
+out["kept"] = m.status().get("fake checks")
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_each_fake_is_checked_against_its_kernel_before_its_result_is_used(preload, tmp_path):
+    """The check a woken operator makes at its first real run, on CPU tensors: what it accepts,
+    what it catches (FlashInfer's own rotted rope fake among them), and that a mismatch raises
+    with what to do rather than letting a graph planned on a wrong fake run on."""
+    env = clean_env(PYTHONPATH=flashinfer_path("0.6.16"),
+                    CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")),
+                    LD_PRELOAD=preload)
+    r = run([str(PYTHON), "-c", FAKE_CHECK], env, timeout=300)
+    lines = [l for l in r.stdout.decode().splitlines() if l.startswith("RESULT ")]
+    assert lines, r.stderr.decode()[-3000:]
+    got = json.loads(lines[0][7:])
+    assert got["agrees"] == "agrees" and got["nothing"] == "agrees"
+    assert got["shape"] == "output 0: shape (8, 4) predicted, (4, 8) returned"
+    assert got["stride"] == "output 0: stride (1, 4) predicted, (8, 1) returned"
+    assert got["dtype"] == "output 0: dtype torch.int32 predicted, torch.float32 returned"
+    assert got["structure"].startswith("structure ")
+    assert got["flashinfer_rope_fake"].startswith("the fake raised TypeError"), got
+    # (0.6.16's fake splits the cache into cos and sin: the kernel's arguments do not fit it.)
+    assert "missing 1 required positional argument" in got["flashinfer_rope_fake"]
+    assert got["raised"].startswith("dynafold: the fake of flashinfer::probe does not describe")
+    assert "DYNAFOLD_OPS=0" in got["raised"]
+    assert got["kept"] == {"flashinfer::probe": "output 0: shape (8, 4) predicted, (4, 8) returned"}
