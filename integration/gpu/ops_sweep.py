@@ -24,40 +24,175 @@ def t(*shape, dtype=torch.bfloat16):
 
 
 def cases():
+    """(name, fn) per public op, in families; each fn allocates its own outputs or clones what
+    an in-place op mutates, so eager and compiled runs see the same inputs."""
     x, w = t(8, 4096), t(4096)
+    yield "rmsnorm", lambda: flashinfer.rmsnorm(x, w, 1e-6)
+    yield "gemma_rmsnorm", lambda: flashinfer.gemma_rmsnorm(x, w, 1e-6)
+    yield "fused_add_rmsnorm", fused_add(flashinfer.fused_add_rmsnorm, x, w)
+    yield "gemma_fused_add_rmsnorm", fused_add(flashinfer.gemma_fused_add_rmsnorm, x, w)
+    wf, bf = t(4096, dtype=torch.float32), t(4096, dtype=torch.float32)
+    yield "layernorm", lambda: flashinfer.layernorm(x, wf, bf, 1e-6)
+    a = t(8, 2 * 4096)
+    yield "silu_and_mul", lambda: flashinfer.silu_and_mul(a)
+    yield "gelu_and_mul", lambda: flashinfer.gelu_and_mul(a)
+    yield "gelu_tanh_and_mul", lambda: flashinfer.gelu_tanh_and_mul(a)
+    yield from rope_cases()
     logits = t(8, 32000, dtype=torch.float32)
     probs = torch.softmax(logits, dim=-1)
-    head, nq, nk, tokens = 128, 8, 2, 8
-    q, k = t(tokens, nq * head), t(tokens, nk * head)
-    cache = t(4096, head, dtype=torch.float32)
+    yield "sampling.softmax", lambda: flashinfer.sampling.softmax(logits, 1.0)
+    yield "top_k_renorm_probs", lambda: flashinfer.sampling.top_k_renorm_probs(probs, 50)
+    yield "top_p_renorm_probs", lambda: flashinfer.sampling.top_p_renorm_probs(probs, 0.9)
+    yield "top_k_mask_logits", lambda: flashinfer.sampling.top_k_mask_logits(logits, 50)
+    # Sampling under a fixed generator: each run reseeds first, so eager, compiled and
+    # captured runs draw from the same Philox offset.
+    s = flashinfer.sampling
+    yield "sampling_from_probs", seeded(lambda: s.sampling_from_probs(probs))
+    yield "sampling_from_logits", seeded(lambda: s.sampling_from_logits(logits))
+    yield "top_p_sampling_from_probs", seeded(lambda: s.top_p_sampling_from_probs(probs, 0.9))
+    yield "top_k_sampling_from_probs", seeded(lambda: s.top_k_sampling_from_probs(probs, 50))
+    yield "min_p_sampling_from_probs", seeded(lambda: s.min_p_sampling_from_probs(probs, 0.1))
+    yield "top_k_top_p_sampling_from_probs", seeded(
+        lambda: s.top_k_top_p_sampling_from_probs(probs, 50, 0.9))
+    va, sa = t(8, 4, 128), t(8, 4, dtype=torch.float32)
+    vb, sb = t(8, 4, 128), t(8, 4, dtype=torch.float32)
+    yield "merge_state", lambda: flashinfer.merge_state(va, sa, vb, sb)
+    yield "merge_state_in_place", merge_in_place(va, sa, vb, sb)
+    vs, ss = t(8, 3, 4, 128), t(8, 3, 4, dtype=torch.float32)
+    yield "merge_states", lambda: flashinfer.merge_states(vs, ss)
+    bits = torch.rand(1000, device=DEV) > 0.5
+    yield "packbits", lambda: flashinfer.packbits(bits, "little")
+    seg = torch.tensor([0, 300, 1000], device=DEV, dtype=torch.int32)
+    yield "segment_packbits", lambda: flashinfer.segment_packbits(bits, seg, "little")
+    fa = t(4, 64, 128).to(torch.float8_e4m3fn)
+    fb = t(4, 256, 128).to(torch.float8_e4m3fn).transpose(-2, -1)
+    one = torch.ones(1, device=DEV, dtype=torch.float32)
+    yield "bmm_fp8", lambda: flashinfer.bmm_fp8(fa, fb, one, one, torch.bfloat16)
+    yield from attention_cases()
+
+
+HEAD, NQ, NK, PAGE = 128, 8, 2, 16
+
+
+def rope_cases():
+    tokens = 8
+    q, k = t(tokens, NQ * HEAD), t(tokens, NK * HEAD)
+    cache = t(4096, HEAD, dtype=torch.float32)
     pos = torch.arange(tokens, device=DEV, dtype=torch.int32)
-    qr, kr = t(tokens, nq, head), t(tokens, nk, head)
+    qr, kr = t(tokens, NQ, HEAD), t(tokens, NK, HEAD)
     indptr = torch.tensor([0, tokens], device=DEV, dtype=torch.int32)
     offsets = torch.zeros(1, device=DEV, dtype=torch.int32)
-    va, sa, vb, sb = t(8, 4, 128), t(8, 4, dtype=torch.float32), t(8, 4, 128), t(8, 4, dtype=torch.float32)
-    bits = torch.rand(1000, device=DEV) > 0.5
-    yield "rmsnorm", lambda: flashinfer.rmsnorm(x, w, 1e-6), ()
-    yield "gemma_rmsnorm", lambda: flashinfer.gemma_rmsnorm(x, w, 1e-6), ()
-    yield "fused_add_rmsnorm", fused_add(flashinfer.fused_add_rmsnorm, x, w), ()
-    yield "gemma_fused_add_rmsnorm", fused_add(flashinfer.gemma_fused_add_rmsnorm, x, w), ()
-    a = t(8, 2 * 4096)
-    yield "silu_and_mul", lambda: flashinfer.silu_and_mul(a), ()
-    yield "gelu_and_mul", lambda: flashinfer.gelu_and_mul(a), ()
-    yield "gelu_tanh_and_mul", lambda: flashinfer.gelu_tanh_and_mul(a), ()
     yield "apply_rope_with_cos_sin_cache", lambda: flashinfer.apply_rope_with_cos_sin_cache(
-        pos, q, k, head, cache, True), ()
-    yield "apply_rope_with_cos_sin_cache_inplace", rope_inplace(q, k, head, cache, pos), ()
-    yield "apply_rope", lambda: flashinfer.apply_rope(qr, kr, indptr, offsets), ()
-    yield "apply_llama31_rope", lambda: flashinfer.apply_llama31_rope(qr, kr, indptr, offsets), ()
-    yield "sampling.softmax", lambda: flashinfer.sampling.softmax(logits, 1.0), ()
-    yield "top_k_renorm_probs", lambda: flashinfer.sampling.top_k_renorm_probs(probs, 50), ()
-    yield "top_p_renorm_probs", lambda: flashinfer.sampling.top_p_renorm_probs(probs, 0.9), ()
-    yield "top_k_mask_logits", lambda: flashinfer.sampling.top_k_mask_logits(logits, 50), ()
-    yield "merge_state", lambda: flashinfer.merge_state(va, sa, vb, sb), ()
-    yield "packbits", lambda: flashinfer.packbits(bits, "little"), ()
-    fa, fb = t(4, 64, 128).to(torch.float8_e4m3fn), t(4, 256, 128).to(torch.float8_e4m3fn).transpose(-2, -1)
-    one = torch.ones(1, device=DEV, dtype=torch.float32)
-    yield "bmm_fp8", lambda: flashinfer.bmm_fp8(fa, fb, one, one, torch.bfloat16), ()
+        pos, q, k, HEAD, cache, True)
+    yield "apply_rope_with_cos_sin_cache_inplace", in_place(
+        lambda qq, kk: flashinfer.apply_rope_with_cos_sin_cache_inplace(pos, qq, kk, HEAD, cache, True),
+        q, k)
+    yield "apply_rope", lambda: flashinfer.apply_rope(qr, kr, indptr, offsets)
+    yield "apply_rope_inplace", in_place(
+        lambda qq, kk: flashinfer.apply_rope_inplace(qq, kk, indptr, offsets), qr, kr)
+    yield "apply_llama31_rope", lambda: flashinfer.apply_llama31_rope(qr, kr, indptr, offsets)
+    yield "apply_llama31_rope_inplace", in_place(
+        lambda qq, kk: flashinfer.apply_llama31_rope_inplace(qq, kk, indptr, offsets), qr, kr)
+    yield "apply_rope_pos_ids", lambda: flashinfer.apply_rope_pos_ids(qr, kr, pos)
+    yield "apply_rope_pos_ids_inplace", in_place(
+        lambda qq, kk: flashinfer.apply_rope_pos_ids_inplace(qq, kk, pos), qr, kr)
+    yield "apply_llama31_rope_pos_ids", lambda: flashinfer.apply_llama31_rope_pos_ids(qr, kr, pos)
+
+
+def attention_cases():
+    """Paged KV append, single and batch attention (wrappers planned eagerly, run compiled),
+    as a server's decode and prefill steps use them. FA2 kernels (they run on sm90 and build in
+    a fraction of FA3's JIT time)."""
+    bs, pages_per_req, qlen = 4, 4, 8
+    pages = bs * pages_per_req
+    kv = t(pages, 2, PAGE, NK, HEAD)
+    kv_indptr = torch.arange(bs + 1, device=DEV, dtype=torch.int32) * pages_per_req
+    kv_indices = torch.arange(pages, device=DEV, dtype=torch.int32)
+    last = torch.full((bs,), 5, device=DEV, dtype=torch.int32)
+    ws = torch.zeros(128 * 1024 * 1024, device=DEV, dtype=torch.uint8)
+
+    seq_lens = (kv_indptr[1:] - kv_indptr[:-1] - 1) * PAGE + last
+    append_indptr = torch.arange(bs + 1, device=DEV, dtype=torch.int32) * 2
+    batch_idx, positions = flashinfer.get_batch_indices_positions(append_indptr, seq_lens, 2 * bs)
+    ak, av = t(2 * bs, NK, HEAD), t(2 * bs, NK, HEAD)
+
+    def append():
+        cache = kv.clone()
+        flashinfer.append_paged_kv_cache(ak, av, batch_idx, positions, cache, kv_indices,
+                                         kv_indptr, last)
+        return cache
+    yield "append_paged_kv_cache", append
+
+    q1, k1, v1 = t(NQ, HEAD), t(300, NK, HEAD), t(300, NK, HEAD)
+    yield "single_decode_with_kv_cache", lambda: flashinfer.single_decode_with_kv_cache(q1, k1, v1)
+    qp, kp, vp = t(64, NQ, HEAD), t(300, NK, HEAD), t(300, NK, HEAD)
+    yield "single_prefill_with_kv_cache", lambda: flashinfer.single_prefill_with_kv_cache(
+        qp, kp, vp, causal=True, backend="fa2")
+
+    def decode():
+        wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD")
+        wrapper.plan(kv_indptr, kv_indices, last, NQ, NK, HEAD, PAGE,
+                     q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
+        qd = t(bs, NQ, HEAD)
+        return lambda: wrapper.run(qd, kv)
+    yield "BatchDecodeWithPagedKVCacheWrapper.run", Setup(decode)
+
+    qo_indptr = torch.arange(bs + 1, device=DEV, dtype=torch.int32) * qlen
+    qq = t(bs * qlen, NQ, HEAD)
+
+    def prefill():
+        wrapper = flashinfer.BatchPrefillWithPagedKVCacheWrapper(torch.zeros_like(ws), "NHD",
+                                                                 backend="fa2")
+        wrapper.plan(qo_indptr, kv_indptr, kv_indices, last, NQ, NK, HEAD, PAGE, causal=True,
+                     q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
+        return lambda: wrapper.run(qq, kv)
+    yield "BatchPrefillWithPagedKVCacheWrapper.run", Setup(prefill)
+
+    def ragged():
+        wrapper = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(torch.zeros_like(ws), "NHD",
+                                                                  backend="fa2")
+        kv_len = 100
+        rk_indptr = torch.arange(bs + 1, device=DEV, dtype=torch.int32) * kv_len
+        wrapper.plan(qo_indptr, rk_indptr, NQ, NK, HEAD, causal=True,
+                     q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
+        rk, rv = t(bs * kv_len, NK, HEAD), t(bs * kv_len, NK, HEAD)
+        return lambda: wrapper.run(qq, rk, rv)
+    yield "BatchPrefillWithRaggedKVCacheWrapper.run", Setup(ragged)
+
+
+class Setup:
+    """A case whose set-up itself runs FlashInfer (a wrapper's eager plan() builds its JIT
+    module): made only when the case is selected, before its eager call."""
+
+    def __init__(self, make):
+        self.make = make
+
+
+class Seeded:
+    """A sampling case: the sweep reseeds the generator before each run (outside the compiled
+    function), so eager, compiled and captured runs draw from the same Philox offset."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+
+seeded = Seeded
+
+
+def in_place(op, *tensors):
+    def f():
+        copies = [x.clone() for x in tensors]
+        op(*copies)
+        return tuple(copies)
+    return f
+
+
+def merge_in_place(v, s, v_other, s_other):
+    def f():
+        vv, ss = v.clone(), s.clone()
+        flashinfer.merge_state_in_place(vv, ss, v_other, s_other)
+        return vv, ss
+    return f
 
 
 def fused_add(op, x, w):
@@ -65,14 +200,6 @@ def fused_add(op, x, w):
         a, r = x.clone(), x.clone()
         op(a, r, w, 1e-6)
         return a, r
-    return f
-
-
-def rope_inplace(q, k, head, cache, pos):
-    def f():
-        qq, kk = q.clone(), k.clone()
-        flashinfer.apply_rope_with_cos_sin_cache_inplace(pos, qq, kk, head, cache, True)
-        return qq, kk
     return f
 
 
@@ -84,20 +211,52 @@ def same(a, b):
     return a == b
 
 
+_GRAPH_OPS = []
+
+
+def recording_inductor(gm, example_inputs):
+    """Inductor, after noting the operators Dynamo put in the graph."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and "dynafold" in str(node.target):
+            _GRAPH_OPS.append(str(node.target).split(".")[1])
+    from torch._inductor.compile_fx import compile_fx
+    return compile_fx(gm, example_inputs)
+
+
+def graph_ops():
+    return ",".join(_GRAPH_OPS) or "no dynafold operator"
+
+
 def sweep():
     passed = total = 0
     only = os.environ.get("SWEEP_ONLY")
-    for name, fn, _ in cases():
+    # "i/n": this process takes every n-th case from the i-th, so n processes build FlashInfer's
+    # JIT modules side by side.
+    shard, shards = (int(p) for p in os.environ.get("SWEEP_SHARD", "0/1").split("/"))
+    for index, (name, fn) in enumerate(cases()):
         if only and name not in only.split(","):
+            continue
+        if index % shards != shard:
             continue
         total += 1
         step = "eager"
+        started = time.monotonic()
         try:
+            if isinstance(fn, Setup):
+                step = "set-up"
+                fn = fn.make()
+                step = "eager"
+            reseed = isinstance(fn, Seeded)
+            fn = fn.fn if reseed else fn
+            seed = (lambda: torch.manual_seed(1234)) if reseed else (lambda: None)
+            seed()
             ref = fn()
             torch.cuda.synchronize()
             step = "compile"
             torch._dynamo.reset()
-            compiled = torch.compile(fn, fullgraph=True, backend="inductor")
+            _GRAPH_OPS.clear()
+            compiled = torch.compile(fn, fullgraph=True, backend=recording_inductor)
+            seed()
             out = compiled()
             torch.cuda.synchronize()
             if not same(out, ref):
@@ -107,9 +266,11 @@ def sweep():
             s = torch.cuda.Stream()
             s.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(s):
+                seed()
                 compiled()
             torch.cuda.current_stream().wait_stream(s)
             g = torch.cuda.CUDAGraph()
+            seed()
             with torch.cuda.graph(g):
                 captured = compiled()
             g.replay()
@@ -118,7 +279,8 @@ def sweep():
                 print(f"SWEEP {name} FAIL replayed output differs from eager", flush=True)
                 continue
             passed += 1
-            print(f"SWEEP {name} PASS compiled+captured, bit-identical", flush=True)
+            print(f"SWEEP {name} PASS compiled+captured, bit-identical, ops: {graph_ops()} "
+                  f"({time.monotonic() - started:.0f} s)", flush=True)
         except Exception as e:
             msg = " ".join(str(e).split())[:3000]
             print(f"SWEEP {name} FAIL at {step}: {type(e).__name__}: {msg}", flush=True)
