@@ -135,3 +135,42 @@ def test_each_fake_is_checked_against_its_kernel_before_its_result_is_used(prelo
     assert got["raised"].startswith("dynafold: the fake of flashinfer::probe does not describe")
     assert "DYNAFOLD_OPS=0" in got["raised"]
     assert got["kept"] == {"flashinfer::probe": "output 0: shape (8, 4) predicted, (4, 8) returned"}
+
+
+SAMPLING = ROOT / "tests" / "python" / "helpers" / "trace_sampling.py"
+# What each release's sampling functions can be called with (0.5.3 has no seed/offset, and its
+# min_p path creates a Generator inside the traced function).
+SAMPLED = {
+    "0.5.3": ["sampling_from_probs", "top_p_sampling_from_probs", "top_k_sampling_from_probs"],
+}
+ALL_SAMPLED = ["sampling_from_probs", "sampling_from_probs_seeded", "top_p_sampling_from_probs",
+               "top_k_sampling_from_probs", "min_p_sampling_from_probs"]
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_sampling_ops_trace_through_their_narrowed_declarations(preload, release, tmp_path):
+    """FlashInfer's sampling declarations take a Generator and Union[int, Tensor] seeds and
+    return Union[Tensor, tuple]: no torch schema says that. dynafold wakes them narrowed to how
+    servers call them (no generator object, int seeds, one tensor back); other calls are traced
+    as FlashInfer ships them."""
+    cuda_home = toolkit(tmp_path, "cuda", release_text("12.8"))
+
+    def traced(preload_path):
+        env = clean_env(PYTHONPATH=flashinfer_path(release), CUDA_HOME=cuda_home)
+        if preload_path:
+            env["LD_PRELOAD"] = preload_path
+        r = run([str(PYTHON), str(SAMPLING)], env, timeout=600)
+        lines = [l for l in r.stdout.decode().splitlines() if l.startswith("RESULT ")]
+        assert lines, r.stderr.decode()[-3000:]
+        return json.loads(lines[0][7:])
+
+    plain = traced(None)
+    assert not any(case["ok"] for case in plain.values()), plain
+    ours = traced(preload)
+    for name in SAMPLED.get(release, ALL_SAMPLED):
+        case = ours[name]
+        op = name.removesuffix("_seeded")
+        assert case["ok"], f"{name}: {case.get('error')}"
+        assert case["targets"] == [f"dynafold_flashinfer.{op}.default"], case
+        assert case["shape"] == [4] and case["dtype"] == "torch.int32", case
+    assert not ours["return_valid"]["ok"]

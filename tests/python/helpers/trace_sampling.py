@@ -1,0 +1,73 @@
+"""Traces FlashInfer's sampling ops with torch.compile(fullgraph=True) on fake CUDA tensors and
+prints one JSON line: per case, whether it compiled and the graph's call targets.
+
+FlashInfer declares its sampling ops inside `get_sampling_module()`, after the JIT build, so
+the declarations exist only once the module is built. One stand-in, because this machine has
+no CUDA to build it: `flashinfer.sampling.gen_sampling_module` (the JIT spec: nvcc and ninja)
+returns a spec whose `build_and_load()` gives a module with the built module's function names,
+each opaque to Dynamo as the built module's tvm_ffi functions are, and never called (the
+operators' fakes stand in for kernels under FakeTensorMode). Everything else is FlashInfer's
+own: `get_sampling_module`, its declarations, the public functions."""
+import json
+import types
+
+import torch
+import flashinfer.sampling as sampling
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+KERNELS = ["softmax", "sampling_from_probs", "sampling_from_logits", "top_p_sampling_from_probs",
+           "top_k_sampling_from_probs", "min_p_sampling_from_probs",
+           "top_k_top_p_sampling_from_probs", "top_p_renorm_probs", "top_k_renorm_probs",
+           "top_k_mask_logits", "chain_speculative_sampling"]
+
+
+@torch._dynamo.disable
+def _no_kernel(*args, **kwargs):
+    raise RuntimeError("the sampling kernels are not built on this machine")
+
+
+class _Spec:
+    def build_and_load(self):
+        return types.SimpleNamespace(**{name: _no_kernel for name in KERNELS})
+
+
+sampling.gen_sampling_module = _Spec
+
+
+def cases():
+    probs = torch.empty(4, 100, device="cuda")
+    return {
+        "sampling_from_probs": lambda: sampling.sampling_from_probs(probs),
+        "sampling_from_probs_seeded": lambda: sampling.sampling_from_probs(probs, seed=7, offset=8),
+        "top_p_sampling_from_probs": lambda: sampling.top_p_sampling_from_probs(probs, 0.9),
+        "top_k_sampling_from_probs": lambda: sampling.top_k_sampling_from_probs(probs, 5),
+        "min_p_sampling_from_probs": lambda: sampling.min_p_sampling_from_probs(probs, 0.1),
+        # Outside the narrowed form (a tuple result): traced as FlashInfer ships it.
+        "return_valid": lambda: sampling.sampling_from_probs(probs, return_valid=True),
+    }
+
+
+def main():
+    out = {}
+    sampling.get_sampling_module()  # the eager build a server's warm-up makes
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        for name, fn in cases().items():
+            graphs = []
+
+            def backend(gm, example_inputs):
+                graphs.append(gm)
+                return gm.forward
+
+            torch._dynamo.reset()
+            try:
+                result = torch.compile(fn, fullgraph=True, backend=backend)()
+                targets = [str(n.target) for g in graphs for n in g.graph.nodes
+                           if n.op == "call_function"]
+                out[name] = {"ok": True, "targets": targets, "shape": list(result.shape),
+                             "dtype": str(result.dtype)}
+            except Exception as e:
+                out[name] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:1000]}
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+main()
