@@ -42,6 +42,17 @@ pub fn install_api_logging(py: Python<'_>, api_logging: &Bound<'_, PyAny>) -> Py
     Ok(())
 }
 
+/// After a module defining FlashInfer's attention wrappers executed: their plans are kept in
+/// a form Dynamo can pass to the woken run operators.
+pub fn install_planners(py: Python<'_>, module: &Bound<'_, PyAny>) -> PyResult<()> {
+    let left = "attention wrappers left as shipped";
+    let why = "their run() will not trace under fullgraph=True";
+    if let Some(done) = call_hook(py, "install_planners", module, left, why)? {
+        log::debug!("{done}");
+    }
+    Ok(())
+}
+
 /// Calls `hooks/dormant_ops.py`'s `method(module)`: its line for the log (None when it has
 /// nothing to say, or when dynafold is told to leave the ops alone). A FlashInfer that does
 /// not look as expected (`Unsupported`) gets one warning naming what was `left` and `why` it

@@ -1,7 +1,9 @@
 //! Work to start right after a module finishes importing: the graph-break observer once
 //! `torch._dynamo` is loaded, the recording of FlashInfer's op declarations once
-//! `flashinfer.utils` is, and of its API-logging wrappers once `flashinfer.api_logging` is. The loader is `hooks/loaders.py`'s `ObservingLoader`, so that the
-//! module's own body runs beneath no Rust frame.
+//! `flashinfer.utils` is, of its API-logging wrappers once `flashinfer.api_logging` is, and of
+//! its attention wrappers' plans once a module defining them is. The loader is
+//! `hooks/loaders.py`'s `ObservingLoader`, so that the module's own body runs beneath no Rust
+//! frame.
 
 use pyo3::prelude::*;
 
@@ -11,8 +13,23 @@ const DYNAMO: &str = "torch._dynamo";
 const FLASHINFER_UTILS: &str = "flashinfer.utils";
 const FLASHINFER_API_LOGGING: &str = "flashinfer.api_logging";
 
+/// The modules that define FlashInfer's attention wrappers (classes whose `plan()` stores
+/// `_plan_info` for `run()`), across 0.5-0.7.
+const FLASHINFER_PLANNERS: &[&str] = &[
+    "flashinfer.decode",
+    "flashinfer.prefill",
+    "flashinfer.sparse",
+    "flashinfer.pod",
+    "flashinfer.attention",
+    "flashinfer.attention._core",
+    "flashinfer.mla",
+    "flashinfer.mla._core",
+    "flashinfer.mla._batch_mla._wrapper",
+];
+
 pub fn is_target(name: &str) -> bool {
     matches!(name, DYNAMO | FLASHINFER_UTILS | FLASHINFER_API_LOGGING)
+        || (name.starts_with("flashinfer.") && FLASHINFER_PLANNERS.contains(&name))
 }
 
 /// Wraps the ordinary loader so that `after_import` runs once the module has executed.
@@ -44,6 +61,11 @@ pub fn after_import(py: Python<'_>, name: &str, module: &Bound<'_, PyAny>) -> Py
         let _timer = Timer::start(Part::Ops);
         crate::guard::propagating(py, "recording FlashInfer's op declarations", || {
             crate::dormant_ops::install(py, module)
+        })?;
+    } else if FLASHINFER_PLANNERS.contains(&name) {
+        let _timer = Timer::start(Part::Ops);
+        crate::guard::propagating(py, "FlashInfer's attention wrappers", || {
+            crate::dormant_ops::install_planners(py, module)
         })?;
     } else if name == FLASHINFER_API_LOGGING {
         let _timer = Timer::start(Part::Ops);
