@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Issue 12 on the GPU machine (by hand, never in CI): the op sweep with and without dynafold,
 # then eager rmsnorm host time per call, without and with, in interleaved rounds.
-#   integration/gpu/ops.sh OUT_DIR [all|with|eager] WHEEL...
+#   integration/gpu/ops.sh OUT_DIR [all|with|without|eager] WHEEL...
 # The wheels (a FlashInfer release and apache-tvm-ffi) are installed into $SITE (default
 # /tmp/site-<first wheel's name>); the sweep runs in $SHARDS processes side by side (default 4),
-# so FlashInfer's JIT builds share the machine's cores.
+# so FlashInfer's JIT builds share the machine's cores; each is stopped after $SWEEP_TIMEOUT s.
 set -uo pipefail
 out=${1:-/tmp/dynafold-ops}
 what=${2:-all}
@@ -23,7 +23,7 @@ python3 -c 'import torch, flashinfer; print("torch", torch.__version__, "flashin
 sweep() {
   local name=$1 preload=$2 i
   for i in $(seq 0 $((shards - 1))); do
-    SWEEP_SHARD="$i/$shards" LD_PRELOAD="$preload" timeout 540 python3 ops_sweep.py sweep \
+    SWEEP_SHARD="$i/$shards" LD_PRELOAD="$preload" timeout "${SWEEP_TIMEOUT:-540}" python3 ops_sweep.py sweep \
       > "$out/sweep-$name-$i.log" 2>&1 &
   done
   wait
@@ -34,7 +34,7 @@ sweep() {
 if [ "$what" = all ] || [ "$what" = with ]; then
   sweep with "$lib"
 fi
-if [ "$what" = all ]; then
+if [ "$what" = all ] || [ "$what" = without ]; then
   sweep without ""
 fi
 [ "$what" = eager ] || exit 0
