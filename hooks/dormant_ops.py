@@ -16,7 +16,8 @@ This module keeps the eager path exactly as FlashInfer ships it and gives Dynamo
    `dynafold_flashinfer::NAME` is defined with FlashInfer's schema (its `schema=` or its
    annotations), whose real implementation is FlashInfer's function and whose fake is
    FlashInfer's `register_fake_op` function, dynafold's override where FlashInfer's is wrong
-   (`FAKE_OVERRIDES`), or nothing for an op that returns nothing; then
+   (`FAKE_OVERRIDES`), or, for an op that returns nothing, one that returns nothing (several of
+   FlashInfer's no-result fakes rotted: parameters missing); then
    `torch._dynamo.substitute_in_graph(fn)` makes Dynamo call the operator wherever it meets
    `fn`. `fn` itself is untouched.
 3. A declaration that cannot become a correct operator (schema not expressible, tensors
@@ -79,10 +80,11 @@ NOT_BUILT = (
 _transparent = set()
 
 
-def _fake_rope_cos_sin_cache(query, key, query_out, key_out, cos_sin_cache, pos_ids,
-                             interleave=False):
-    # FlashInfer's own fake lacks `interleave` (it rotted when the parameter was added).
-    return None
+def _fake_merge_states(v, s):
+    # FlashInfer's own fake allocates on the CPU.
+    seq_len, _, num_heads, head_dim = v.size()
+    return (v.new_empty(seq_len, num_heads, head_dim),
+            s.new_empty(seq_len, num_heads, dtype=torch.float32))
 
 
 # Declarations dynafold makes traceable another way, by declared name: fp4_quantize's kernel
@@ -107,7 +109,7 @@ EXTRA_DECLARATIONS = [
 
 # FlashInfer's fake, where wrong or missing, by declared name.
 FAKE_OVERRIDES = {
-    "flashinfer::apply_rope_pos_ids_cos_sin_cache": _fake_rope_cos_sin_cache,
+    "flashinfer::merge_states": _fake_merge_states,
 }
 
 
@@ -440,16 +442,32 @@ def _plan(declared):
         schema = declared.schema or torch.library.infer_schema(prototype, mutates_args=mutates)
     except Exception as e:
         return f"schema not expressible ({str(e).splitlines()[0][:80]})"
+    if _returns_nothing(hints):
+        # An operator with no result needs a fake that returns nothing, whatever FlashInfer's
+        # says: several of FlashInfer's rotted (a parameter missing), and one kernel declared
+        # `-> None` returns its output buffer anyway (its callers read the buffer).
+        return op_name, schema, _no_result, narrowing
     fake = FAKE_OVERRIDES.get(declared.name) or _fakes.get(declared.name)
     if fake is None:
-        if not _returns_nothing(hints):
-            return "returns tensors and has no fake"
-        fake = _no_result
-    elif narrowing is not None:
+        return "returns tensors and has no fake"
+    if narrowing is not None:
         fake = narrowing.adapt_fake(fake)
         if isinstance(fake, str):
             return fake
+    elif not _takes_the_same(fake, fn):
+        return "fake's parameters differ from the kernel's"
     return op_name, schema, fake, narrowing
+
+
+def _takes_the_same(fake, fn):
+    """Whether `fake` accepts every call `fn` accepts, by its parameters' names and order."""
+    try:
+        ours = [p.name for p in inspect.signature(fn).parameters.values()]
+        theirs = inspect.signature(fake).parameters
+    except (TypeError, ValueError):
+        return False
+    return list(theirs)[:len(ours)] == ours and all(
+        p.default is not p.empty for p in list(theirs.values())[len(ours):])
 
 
 def _fits_none(value):
@@ -614,6 +632,8 @@ def _wake(declared):
     lib = _library()
     lib.define(op_name + schema)
     kernel = fn if narrowing is None else narrowing.kernel(fn)
+    if fake is _no_result:
+        kernel = _result_dropped(kernel)
     lib.impl(op_name, _fake_checked(declared.name, kernel, fake), "CompositeExplicitAutograd")
     torch.library.register_fake(f"{NAMESPACE}::{op_name}", fake, lib=lib)
     op = getattr(getattr(torch.ops, NAMESPACE), op_name).default
@@ -707,6 +727,17 @@ def census():
 
 def _no_result(*args, **kwargs):
     return None
+
+
+def _result_dropped(kernel):
+    """The kernel of an operator declared to return nothing: what it returns anyway (an output
+    buffer its callers already hold) is not passed on."""
+    def no_result(*args, **kwargs):
+        kernel(*args, **kwargs)
+
+    functools.update_wrapper(no_result, kernel)
+    del no_result.__wrapped__
+    return no_result
 
 
 def _make_loaders_transparent():
