@@ -28,11 +28,11 @@ TARGET_FILES = {
 }
 
 STARTUP = """
-import time, json, sys
+import time, json, sys, importlib
 t0 = time.perf_counter()
 import torch
 t1 = time.perf_counter()
-import flashinfer.jit.fp4_quantization
+importlib.import_module(MODULE)
 t2 = time.perf_counter()
 finder = sys.meta_path[0]
 own = finder.overhead() if type(finder).__name__ == "DynafoldFinder" else {}
@@ -186,6 +186,8 @@ def main():
     ap.add_argument("--compile-n", type=int, default=6)
     ap.add_argument("--only", default="1234",
                     help="1 start-up, 2 rewrite, 3 audit hook, 4 compile")
+    ap.add_argument("--startup-import", default="flashinfer.jit.fp4_quantization",
+                    help="what benchmark 1 imports after torch (e.g. flashinfer: the whole package)")
     ap.add_argument("--real-cuda", action="store_true",
                     help="use this machine's CUDA_HOME/nvcc instead of a fake nvcc 12.8")
     args = ap.parse_args()
@@ -218,14 +220,15 @@ def main():
 
     base_wall = None
     if "1" in args.only:
+        startup = STARTUP.replace("MODULE", repr(args.startup_import))
         for env in (base, warm, cold()):  # warm-up: CPython's pycs and dynafold's warm cache
-            child(STARTUP, env)
-        r = interleave({"unpatched": base, "cold": cold, "warm": warm}, args.n, STARTUP)
+            child(startup, env)
+        r = interleave({"unpatched": base, "cold": cold, "warm": warm}, args.n, startup)
         b = r["unpatched"]
         base_wall = statistics.median([x["wall"] for x in b])
         for name in ("cold", "warm"):
             own_ms, own_parts = own_time(r[name])
-            rows.append((f"1. start-up, import torch + flashinfer.jit.fp4_quantization, {name} cache (N={args.n})",
+            rows.append((f"1. start-up, import torch + {args.startup_import}, {name} cache (N={args.n})",
                          f"whole process {fmt_ms([x['wall'] for x in r[name]])}, CPU {fmt_ms([x['cpu'] for x in r[name]])}; flashinfer part {fmt_ms([x['flashinfer'] for x in r[name]])}; "
                          f"dynafold's own time {own_ms:.1f} ms ({own_parts})",
                          f"unpatched {fmt_ms([x['wall'] for x in b])}, CPU {fmt_ms([x['cpu'] for x in b])}; flashinfer part {fmt_ms([x['flashinfer'] for x in b])}",

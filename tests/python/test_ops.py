@@ -174,3 +174,52 @@ def test_sampling_ops_trace_through_their_narrowed_declarations(preload, release
         assert case["targets"] == [f"dynafold_flashinfer.{op}.default"], case
         assert case["shape"] == [4] and case["dtype"] == "torch.int32", case
     assert not ours["return_valid"]["ok"]
+
+
+PLANS = r"""
+import json, sys, torch, tvm_ffi, flashinfer.decode as decode, flashinfer.prefill as prefill
+m = sys.modules["_dynafold_dormant_ops"]
+out = {}
+for cls in (decode.BatchDecodeWithPagedKVCacheWrapper, prefill.BatchPrefillWithPagedKVCacheWrapper,
+            prefill.BatchPrefillWithRaggedKVCacheWrapper):
+    out[cls.__name__] = {
+        "kept": cls.plan.__name__ == "plan" and hasattr(cls.plan, "__wrapped__"),
+        "aliases_follow": all(v is cls.plan for k, v in vars(cls).items() if k == "begin_forward"),
+    }
+# A wrapper planned before any compile holds FlashInfer's Array (plan() itself needs a GPU, so
+# its result is put where plan() puts it, and the wrapper remembered as the kept plan does).
+w = object.__new__(decode.BatchDecodeWithPagedKVCacheWrapper)
+w._plan_info = tvm_ffi.convert([3, 1, 4, 1, 5])
+m._remember_planned(w)
+out["before"] = type(w._plan_info).__name__
+if "--compile" in sys.argv:
+    torch.compile(lambda x: x + 1, fullgraph=True, backend="eager")(torch.ones(2))
+out["after"] = type(w._plan_info).__name__
+out["values"] = list(w._plan_info)
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("release", [r for r in RELEASES if r != "0.5.3"])
+def test_attention_plans_become_lists_once_a_process_compiles(preload, release, tmp_path):
+    """FlashInfer's wrappers keep plan() results as a tvm_ffi Array, which Dynamo cannot pass to
+    the woken run operator. With dynafold, plan() is kept (FlashInfer's, wrapped) and, from the
+    first compile on, the plan info is a list of the same ints; a process that never compiles
+    keeps FlashInfer's Array. (0.5.3 kept lists itself: no tvm_ffi.)"""
+    env = clean_env(PYTHONPATH=flashinfer_path(release),
+                    CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")), LD_PRELOAD=preload)
+
+    def result(*flags):
+        r = run([str(PYTHON), "-c", PLANS, *flags], env, timeout=300)
+        lines = [l for l in r.stdout.decode().splitlines() if l.startswith("RESULT ")]
+        assert lines, r.stderr.decode()[-3000:]
+        return json.loads(lines[0][7:])
+
+    compiled = result("--compile")
+    for name in ("BatchDecodeWithPagedKVCacheWrapper", "BatchPrefillWithPagedKVCacheWrapper",
+                 "BatchPrefillWithRaggedKVCacheWrapper"):
+        assert compiled[name] == {"kept": True, "aliases_follow": True}, compiled
+    assert compiled["before"] == "Array" and compiled["after"] == "list", compiled
+    assert compiled["values"] == [3, 1, 4, 1, 5]
+    never = result()
+    assert never["before"] == never["after"] == "Array", never
