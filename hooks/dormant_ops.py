@@ -20,9 +20,14 @@ This module keeps the eager path exactly as FlashInfer ships it and gives Dynamo
    FlashInfer's no-result fakes rotted: parameters missing); then
    `torch._dynamo.substitute_in_graph(fn)` makes Dynamo call the operator wherever it meets
    `fn`. `fn` itself is untouched.
-3. A declaration that cannot become a correct operator (schema not expressible, tensors
-   returned without a fake, a name that is not an identifier) stays as FlashInfer ships it,
-   with one debug line; `status()` says per module what was woken and why not.
+3. A declaration whose full signature no torch schema can say (FlashInfer's sampling ops: a
+   `Generator`, `Union[int, Tensor]` seeds, a result that is a tensor or a tuple) is woken
+   narrowed to how serving code calls it (`NARROWED`: no generator object, int seeds, one tensor
+   back); Dynamo then calls the operator for a call that fits and traces FlashInfer's function
+   as shipped for any other. A declaration that cannot become a correct operator at all
+   (schema not expressible, tensors returned without a fake, a fake that does not take the
+   kernel's parameters, a name that is not an identifier) stays as FlashInfer ships it, with
+   one debug line; `status()` says per module what was woken and why not.
 4. Each fake is checked against its kernel the first time the operator runs for real in the
    process (a compiled graph's first call), before that result is returned: FlashInfer's fakes
    are not exercised by FlashInfer itself and some have rotted. The shapes, dtypes and strides
@@ -32,7 +37,6 @@ This module keeps the eager path exactly as FlashInfer ships it and gives Dynamo
 5. Every `functools.cache`d JIT loader (`get_*module*`) of a woken module is made trace-
    transparent: under compile Dynamo calls it outside the trace (as a constant), so the
    module it returns is the one the eager path built, or is built then, outside the graph.
-
 6. FlashInfer's attention wrappers keep what `plan()` computed for `run()` in `_plan_info`,
    a tvm_ffi Array since 0.6, which Dynamo cannot pass to an operator. Once a process compiles,
    each wrapper's plan info is kept as a list of ints (made from the Array after `plan()`;
