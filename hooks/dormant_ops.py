@@ -22,27 +22,19 @@ This module keeps the eager path exactly as FlashInfer ships it and gives Dynamo
    `fn`. `fn` itself is untouched.
 3. A declaration whose full signature no torch schema can say (FlashInfer's sampling ops: a
    `Generator`, `Union[int, Tensor]` seeds, a result that is a tensor or a tuple) is woken
-   narrowed to how serving code calls it (`NARROWED`: no generator object, int seeds, one tensor
-   back); Dynamo then calls the operator for a call that fits and traces FlashInfer's function
-   as shipped for any other. A declaration that cannot become a correct operator at all
+   narrowed to how serving code calls it (hooks/op_narrowing.py); Dynamo then calls the
+   operator for a call that fits and traces FlashInfer's function as shipped for any other. A declaration that cannot become a correct operator at all
    (schema not expressible, tensors returned without a fake, a fake that does not take the
    kernel's parameters, a name that is not an identifier) stays as FlashInfer ships it, with
    one debug line; `status()` says per module what was woken and why not.
 4. Each fake is checked against its kernel the first time the operator runs for real in the
-   process (a compiled graph's first call), before that result is returned: FlashInfer's fakes
-   are not exercised by FlashInfer itself and some have rotted. The shapes, dtypes and strides
-   of what the kernel returned are compared with what the fake returns for the same inputs; a
-   mismatch raises (the compiled graph was planned on the fake's word) and is kept in
-   `status()`, as is every agreement.
+   process, before that result is returned (hooks/fake_check.py); the verdicts are in
+   `status()`.
 5. Every `functools.cache`d JIT loader (`get_*module*`) of a woken module is made trace-
    transparent: under compile Dynamo calls it outside the trace (as a constant), so the
    module it returns is the one the eager path built, or is built then, outside the graph.
-6. FlashInfer's attention wrappers keep what `plan()` computed for `run()` in `_plan_info`,
-   a tvm_ffi Array since 0.6, which Dynamo cannot pass to an operator. Once a process compiles,
-   each wrapper's plan info is kept as a list of ints (made from the Array after `plan()`;
-   tvm_ffi takes the list in eager calls too): wrappers planned before the first compile are
-   remembered (weakly) and converted when it starts. A process that never compiles keeps the
-   Arrays.
+6. FlashInfer's attention wrappers keep their plan as a tvm_ffi Array, which Dynamo cannot pass
+   to an operator; from a process's first compile on it is a list (hooks/attention_plans.py).
 7. With `FLASHINFER_LOGLEVEL` >= 1, FlashInfer's `flashinfer_api` wraps each public function in
    a logger (timestamps, file dumps, locks). Right after `flashinfer.api_logging` executes, its
    decorator is replaced by one that makes the same wrapper and remembers what it wraps; at
@@ -59,6 +51,11 @@ import sys
 import typing
 
 import torch
+
+# dynafold's other hooks, loaded before this one (src/python/src/dormant_ops.rs).
+import _dynafold_attention_plans as attention_plans
+import _dynafold_fake_check as fake_check
+import _dynafold_op_narrowing as op_narrowing
 
 _log = logging.getLogger("dynafold")
 
@@ -216,79 +213,9 @@ def install_api_logging(api_logging):
 
 
 def install_planners(module):
-    """Called once a module defining FlashInfer's attention wrappers has executed. Returns a
-    line for the log, or None when it defines none."""
-    kept = []
-    for name, cls in list(vars(module).items()):
-        if not isinstance(cls, type) or cls.__module__ != module.__name__:
-            continue
-        plan = cls.__dict__.get("plan")
-        if not inspect.isfunction(plan) or not any(
-                inspect.isfunction(f) and "_plan_info" in f.__code__.co_names
-                for f in vars(cls).values()):
-            continue
-        kept_plan = _keeping_plan(plan)
-        for attr, value in list(vars(cls).items()):
-            if value is plan:  # `plan` and its aliases (`begin_forward`)
-                setattr(cls, attr, kept_plan)
-        kept.append(name)
-    if not kept:
-        return None
-    return f"{module.__name__}: the plans of {', '.join(kept)} kept for the woken run operators"
-
-
-# Wrappers planned before the first compile (weakly), and whether plans are now kept as lists.
-_planned = None
-_plans_as_lists = [False]
-
-
-def _keeping_plan(plan):
-    def kept_plan(self, *args, **kwargs):
-        result = plan(self, *args, **kwargs)
-        if _plans_as_lists[0]:
-            _plan_as_list(self)
-        else:
-            _remember_planned(self)
-        return result
-
-    functools.update_wrapper(kept_plan, plan)
-    return kept_plan
-
-
-def _remember_planned(wrapper):
-    global _planned
-    if _planned is None:
-        import weakref
-        _planned = weakref.WeakSet()
-    try:
-        _planned.add(wrapper)
-    except TypeError:  # a wrapper that cannot be weakly referenced stays as it is
-        pass
-
-
-def _plan_as_list(wrapper):
-    """The wrapper's plan info as a list of ints, when it is a sequence of ints that is not one."""
-    info = getattr(wrapper, "_plan_info", None)
-    if info is None or isinstance(info, list):
-        return
-    try:
-        values = list(info)
-    except TypeError:
-        return
-    if all(type(v) is int for v in values):
-        wrapper._plan_info = values
-
-
-def _plans_become_lists():
-    """At the first compile start: from now on plans are kept as lists, and so are the plans
-    made before."""
-    if _plans_as_lists[0]:
-        return
-    _plans_as_lists[0] = True
-    for wrapper in list(_planned or ()):
-        _plan_as_list(wrapper)
-    if _planned is not None:
-        _planned.clear()
+    """Called once a module defining FlashInfer's attention wrappers has executed (see
+    hooks/attention_plans.py). Returns a line for the log, or None."""
+    return attention_plans.install(module)
 
 
 def _remember_api(wrapper, func):
@@ -324,7 +251,7 @@ def arm():
 
 def wake_pending(*_args):
     """At each compile start: wakes what was declared since the last one."""
-    _plans_become_lists()
+    attention_plans.become_lists()
     if not _pending and not _api_pending and len(sys.modules) == _scanned[0]:
         return
     _declare_extras()
@@ -437,8 +364,8 @@ def _plan(declared):
     hints = _hints(fn)
     narrowing = None
     prototype = fn
-    if declared.schema is None and (_has_union(hints) or _has_generator(hints)):
-        narrowing = _Narrowing.of(fn, hints)
+    if declared.schema is None and (_has_union(hints) or op_narrowing.has_generator(hints)):
+        narrowing = op_narrowing.Narrowing.of(fn, hints)
         if isinstance(narrowing, str):
             return narrowing
         prototype = narrowing.prototype
@@ -474,155 +401,6 @@ def _takes_the_same(fake, fn):
         p.default is not p.empty for p in list(theirs.values())[len(ours):])
 
 
-def _fits_none(value):
-    return value is None
-
-
-def _fits_false(value):
-    return value is False
-
-
-def _fits_not_a_tensor(value):
-    return not isinstance(value, torch.Tensor)
-
-
-# Parameters torch's schemas cannot express, narrowed to the form serving code calls them with:
-# name -> (the annotation in the operator, or None to leave the parameter out of it, the values
-# that fit). A call whose values fit goes through the operator (a left-out parameter is given
-# back to FlashInfer's function with the value that fits); any other call is traced as FlashInfer
-# ships it. These are FlashInfer's sampling ops': `generator` (no schema type for a Generator),
-# `seed`/`offset` (Union[int, Tensor]) and `return_valid` (it turns the Tensor result into a
-# tuple).
-NARROWED = {
-    "generator": (None, _fits_none),
-    "seed": (typing.Optional[int], _fits_not_a_tensor),
-    "offset": (typing.Optional[int], _fits_not_a_tensor),
-    "return_valid": (None, _fits_false),
-}
-# Parameters a fake may lack (added to the kernel after its fake was written) because they cannot
-# change the result's shape, dtype or strides: the random stream's position.
-FAKE_MAY_LACK = {"seed", "offset"}
-
-
-def _has_generator(hints):
-    return any(name != "return" and "Generator" in str(hint) for name, hint in hints.items())
-
-
-def _is_union(hint):
-    return typing.get_origin(hint) is typing.Union and len(
-        [a for a in typing.get_args(hint) if a is not type(None)]) > 1
-
-
-class _Narrowing:
-    """One declaration narrowed by NARROWED: its operator's prototype (for the schema), the
-    call check Dynamo inlines, and its kernel and fake adapted to the operator's parameters."""
-
-    def __init__(self, names, kept, dropped, checks, prototype):
-        self.names = names          # FlashInfer's parameter names, in order
-        self.kept = kept            # (index, name, default) of those the operator takes
-        self.dropped = dropped      # (index, value given back) of those left out of it
-        self.checks = checks        # (index, name, default, fits) tested per call
-        self.prototype = prototype
-
-    @classmethod
-    def of(cls, fn, hints):
-        """The narrowing of `fn`, or why it cannot be narrowed."""
-        try:
-            sig = inspect.signature(fn)
-        except (TypeError, ValueError):
-            return "schema not expressible (no signature)"
-        names, kept, dropped, checks, params = [], [], [], [], []
-        for index, param in enumerate(sig.parameters.values()):
-            if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
-                return "schema not expressible (variadic or keyword-only parameters)"
-            names.append(param.name)
-            hint = hints.get(param.name, param.annotation)
-            default = None if param.default is param.empty else param.default
-            rule = NARROWED.get(param.name)
-            if rule is None:
-                if _is_union(hint):
-                    return "schema not expressible (a Union parameter)"
-                if "Generator" in str(hint):
-                    return "schema not expressible (a Generator parameter)"
-                kept.append((index, param.name, default))
-                params.append(param.replace(annotation=hint))
-                continue
-            annotation, fits = rule
-            checks.append((index, param.name, default, fits))
-            if annotation is None:
-                dropped.append((index, False if fits is _fits_false else None))
-            else:
-                kept.append((index, param.name, default))
-                params.append(param.replace(annotation=annotation))
-        result = hints.get("return", sig.return_annotation)
-        if _is_union(result):
-            members = [a for a in typing.get_args(result) if a is not type(None)]
-            if "return_valid" not in names or members[0] is not torch.Tensor:
-                return "schema not expressible (a Union result)"
-            result = torch.Tensor
-
-        def prototype(*args):
-            raise NotImplementedError
-
-        prototype.__signature__ = sig.replace(parameters=params, return_annotation=result)
-        prototype.__name__ = fn.__name__
-        return cls(names, kept, dropped, checks, prototype)
-
-    def through_op(self, op, as_shipped):
-        """What Dynamo calls in place of FlashInfer's function: the operator when the call fits,
-        else the function as shipped. (Dynamo inlines it with no source for its closure, so the
-        closure holds only tuples, constants and functions.)"""
-        checks = tuple(self.checks)
-        kept = tuple(self.kept)
-
-        def through_op(*args, **kwargs):
-            for index, name, default, fits in checks:
-                if not fits(args[index] if index < len(args) else kwargs.get(name, default)):
-                    return as_shipped(*args, **kwargs)
-            return op(*[args[index] if index < len(args) else kwargs.get(name, default)
-                        for index, name, default in kept])
-        return through_op
-
-    def full_args(self, args):
-        """The operator's arguments as FlashInfer's function takes them."""
-        out = list(args)
-        for index, value in self.dropped:
-            out.insert(index, value)
-        return out
-
-    def kernel(self, fn):
-        def kernel(*args):
-            return fn(*self.full_args(args))
-        return kernel
-
-    def adapt_fake(self, fake):
-        """FlashInfer's fake, given the parameters it takes by name; a reason when it lacks one
-        that could change the result."""
-        try:
-            takes = set(inspect.signature(fake).parameters)
-        except (TypeError, ValueError):
-            return "fake has no signature"
-        lacking = [n for n in self.names if n not in takes and n not in FAKE_MAY_LACK]
-        if lacking:
-            return f"fake lacks {', '.join(lacking)}"
-        names = self.names
-
-        def adapted(*args):
-            full = self.full_args(args)
-            return fake(**{n: v for n, v in zip(names, full) if n in takes})
-        return adapted
-
-
-def _as_shipped(fn):
-    """A copy of `fn` that Dynamo traces as FlashInfer ships it (the substitution is keyed to
-    `fn` itself), for the calls a narrowed operator does not take."""
-    import types
-    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
-                              fn.__closure__)
-    copy.__kwdefaults__ = fn.__kwdefaults__
-    return copy
-
-
 def _wake(declared):
     """Defines the operator and substitutes it for `fn` under Dynamo; a reason when not."""
     fn = declared.fn
@@ -638,7 +416,7 @@ def _wake(declared):
     kernel = fn if narrowing is None else narrowing.kernel(fn)
     if fake is _no_result:
         kernel = _result_dropped(kernel)
-    lib.impl(op_name, _fake_checked(declared.name, kernel, fake), "CompositeExplicitAutograd")
+    lib.impl(op_name, fake_check.checked(declared.name, kernel, fake), "CompositeExplicitAutograd")
     torch.library.register_fake(f"{NAMESPACE}::{op_name}", fake, lib=lib)
     op = getattr(getattr(torch.ops, NAMESPACE), op_name).default
 
@@ -646,72 +424,13 @@ def _wake(declared):
         def through_op(*args, **kwargs):
             return op(*args, **kwargs)
     else:
-        through_op = narrowing.through_op(op, _as_shipped(fn))
+        through_op = narrowing.through_op(op, op_narrowing.as_shipped(fn))
 
     functools.update_wrapper(through_op, fn)
     del through_op.__wrapped__
     torch._dynamo.substitute_in_graph(fn, skip_signature_check=True)(through_op)
     _ops[declared.name] = (op, fn)
     return None
-
-
-# "flashinfer::NAME" -> "agrees" or what differs, once the operator has run for real.
-_fake_checks = {}
-
-FAKE_DIFFERS = (
-    "dynafold: the fake of {name} does not describe its kernel's result ({what}); the compiled "
-    "graph was planned on the fake and cannot be trusted. Set DYNAFOLD_OPS=0 to leave "
-    "FlashInfer's ops as it ships them, and report this to dynafold."
-)
-
-
-def _fake_checked(name, fn, fake):
-    """FlashInfer's function as the operator's kernel, checking `fake` on the first call."""
-
-    def kernel(*args, **kwargs):
-        out = fn(*args, **kwargs)
-        verdict = _fake_checks.get(name)
-        if verdict is None:
-            verdict = _fake_checks[name] = _compare_with_fake(fake, args, kwargs, out)
-        if verdict != "agrees":
-            raise RuntimeError(FAKE_DIFFERS.format(name=name, what=verdict))
-        return out
-
-    functools.update_wrapper(kernel, fn)
-    del kernel.__wrapped__
-    return kernel
-
-
-def _compare_with_fake(fake, args, kwargs, real):
-    """"agrees" when `fake`, given fake copies of the inputs, returns what `real` is (shapes,
-    dtypes, strides, devices); else what differs, as one short line."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.utils._pytree import tree_flatten, tree_map
-
-    try:
-        with FakeTensorMode() as mode:
-            def fakeify(x):
-                return mode.from_tensor(x) if isinstance(x, torch.Tensor) else x
-            predicted = fake(*tree_map(fakeify, args), **tree_map(fakeify, kwargs))
-    except Exception as e:
-        return f"the fake raised {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
-    got, got_shape = tree_flatten(real)
-    want, want_shape = tree_flatten(predicted)
-    if got_shape != want_shape:
-        return f"structure {want_shape} predicted, {got_shape} returned"
-    for i, (r, f) in enumerate(zip(got, want)):
-        if isinstance(r, torch.Tensor) != isinstance(f, torch.Tensor):
-            return f"output {i}: {type(f).__name__} predicted, {type(r).__name__} returned"
-        if not isinstance(r, torch.Tensor):
-            continue
-        for what in ("shape", "dtype", "stride", "device"):
-            have = tuple(r.shape) if what == "shape" else (
-                r.stride() if what == "stride" else getattr(r, what))
-            said = tuple(f.shape) if what == "shape" else (
-                f.stride() if what == "stride" else getattr(f, what))
-            if have != said:
-                return f"output {i}: {what} {said} predicted, {have} returned"
-    return "agrees"
 
 
 def census():
@@ -805,6 +524,6 @@ def status():
     """Per module: how many declarations are woken and why the others are not; per operator
     that has run for real, whether its fake agreed with its kernel."""
     out = {m: {"woken": s["woken"], "skipped": dict(s["skipped"])} for m, s in _status.items()}
-    if _fake_checks:
-        out["fake checks"] = dict(_fake_checks)
+    if fake_check.verdicts:
+        out["fake checks"] = dict(fake_check.verdicts)
     return out

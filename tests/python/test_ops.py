@@ -87,22 +87,23 @@ def test_flashinfer_api_logging_stays_out_of_the_trace(preload, release, tmp_pat
 FAKE_CHECK = r"""
 import json, sys, torch, flashinfer, flashinfer.rope
 m = sys.modules["_dynafold_dormant_ops"]
+check = sys.modules["_dynafold_fake_check"]
 x = torch.randn(4, 8)
 out = {
-    "agrees": m._compare_with_fake(lambda a: torch.empty_like(a), (x,), {}, x * 2),
-    "shape": m._compare_with_fake(lambda a: a.new_empty(8, 4), (x,), {}, x * 2),
-    "stride": m._compare_with_fake(lambda a: a.new_empty(8, 4).t(), (x,), {}, x * 2),
-    "dtype": m._compare_with_fake(lambda a: a.new_empty(4, 8, dtype=torch.int32), (x,), {}, x),
-    "structure": m._compare_with_fake(lambda a: (a, a), (x,), {}, x),
-    "nothing": m._compare_with_fake(lambda a: None, (x,), {}, None),
+    "agrees": check.compare(lambda a: torch.empty_like(a), (x,), {}, x * 2),
+    "shape": check.compare(lambda a: a.new_empty(8, 4), (x,), {}, x * 2),
+    "stride": check.compare(lambda a: a.new_empty(8, 4).t(), (x,), {}, x * 2),
+    "dtype": check.compare(lambda a: a.new_empty(4, 8, dtype=torch.int32), (x,), {}, x),
+    "structure": check.compare(lambda a: (a, a), (x,), {}, x),
+    "nothing": check.compare(lambda a: None, (x,), {}, None),
 }
 # FlashInfer's own rotted fake, called with what its kernel takes.
 rotted = m._fakes["flashinfer::apply_rope_pos_ids_cos_sin_cache"]
 q = torch.randn(2, 8)
-out["flashinfer_rope_fake"] = m._compare_with_fake(
+out["flashinfer_rope_fake"] = check.compare(
     rotted, (q, q, q.clone(), q.clone(), torch.randn(16, 8), torch.arange(2)), {"interleave": True},
     None)
-kernel = m._fake_checked("flashinfer::probe", lambda a: a * 2, lambda a: a.new_empty(8, 4))
+kernel = check.checked("flashinfer::probe", lambda a: a * 2, lambda a: a.new_empty(8, 4))
 try:
     kernel(x)
     out["raised"] = None
@@ -190,7 +191,7 @@ for cls in (decode.BatchDecodeWithPagedKVCacheWrapper, prefill.BatchPrefillWithP
 # its result is put where plan() puts it, and the wrapper remembered as the kept plan does).
 w = object.__new__(decode.BatchDecodeWithPagedKVCacheWrapper)
 w._plan_info = tvm_ffi.convert([3, 1, 4, 1, 5])
-m._remember_planned(w)
+sys.modules["_dynafold_attention_plans"].remember(w)
 out["before"] = type(w._plan_info).__name__
 if "--compile" in sys.argv:
     torch.compile(lambda x: x + 1, fullgraph=True, backend="eager")(torch.ones(2))

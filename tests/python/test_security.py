@@ -18,8 +18,8 @@ def cache_files(cache):
 
 
 def warm_cache(preload, tmp_path):
-    """Three rewritten FlashInfer modules and dynafold's own hooks (op declarations, fp4 path,
-    loaders), in sorted order: the hooks first (`_dynafold_...`), then the FlashInfer modules."""
+    """Three rewritten FlashInfer modules and dynafold's own hooks (op declarations and their
+    parts, fp4 path, loaders), in sorted order: the hooks first (`_dynafold_...`), then the FlashInfer modules."""
     cache = tmp_path / "shared"
     cache.mkdir()
     cache.chmod(0o1777)  # like /tmp
@@ -28,7 +28,8 @@ def warm_cache(preload, tmp_path):
     assert "OK True True" in r.stdout.decode(), r.stderr.decode()
     files = cache_files(cache)
     assert [f.name.split(".cpython")[0] for f in files] == [
-        "_dynafold_dormant_ops", "_dynafold_fp4_opaque", "_dynafold_loaders",
+        "_dynafold_attention_plans", "_dynafold_dormant_ops", "_dynafold_fake_check",
+        "_dynafold_fp4_opaque", "_dynafold_loaders", "_dynafold_op_narrowing",
         "flashinfer.jit.cpp_ext", "flashinfer.jit.fp4_quantization",
         "flashinfer.quantization.fp4_quantization"], files
     return cache, env, files
@@ -54,7 +55,7 @@ def test_symlinks_at_cache_names_are_not_followed(preload, tmp_path):
 
 def test_entries_of_another_user_or_writable_or_corrupt_are_not_trusted(preload, tmp_path):
     cache, env, files = warm_cache(preload, tmp_path)
-    hook = files[1]  # the fp4 path's
+    hook = next(f for f in files if f.name.startswith("_dynafold_fp4_opaque."))
     foreign, writable, corrupt = files[-3:]
     os.chown(foreign, NOBODY, NOBODY)
     writable.chmod(0o666)

@@ -10,6 +10,24 @@ use crate::embedded;
 
 const SOURCE: &str = include_str!("../../../hooks/dormant_ops.py");
 const MODULE: &std::ffi::CStr = c"_dynafold_dormant_ops";
+/// The hooks `dormant_ops.py` imports, loaded before it: (source, file name, module name).
+const PARTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 3] = [
+    (
+        include_str!("../../../hooks/attention_plans.py"),
+        c"<dynafold>/hooks/attention_plans.py",
+        c"_dynafold_attention_plans",
+    ),
+    (
+        include_str!("../../../hooks/fake_check.py"),
+        c"<dynafold>/hooks/fake_check.py",
+        c"_dynafold_fake_check",
+    ),
+    (
+        include_str!("../../../hooks/op_narrowing.py"),
+        c"<dynafold>/hooks/op_narrowing.py",
+        c"_dynafold_op_narrowing",
+    ),
+];
 
 /// `DYNAFOLD_OPS`, read once: a bad value must be reported once.
 fn enabled() -> bool {
@@ -18,6 +36,9 @@ fn enabled() -> bool {
 }
 
 fn helper(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    for (source, file, name) in PARTS {
+        embedded::module(py, source, file, name)?;
+    }
     embedded::module(py, SOURCE, c"<dynafold>/hooks/dormant_ops.py", MODULE)
 }
 
