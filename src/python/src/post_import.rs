@@ -48,30 +48,40 @@ pub fn wrap(py: Python<'_>, name: &str, spec: &Bound<'_, PyAny>) -> PyResult<boo
 /// Called by `ObservingLoader` once `name` has executed.
 #[pyfunction]
 pub fn after_import(py: Python<'_>, name: &str, module: &Bound<'_, PyAny>) -> PyResult<()> {
-    if name == DYNAMO {
-        let _timer = Timer::start(Part::Observer);
-        crate::guard::propagating(py, "starting the graph-break observer", || {
-            crate::reporter::install_observer(py)
-        })?;
-        let _timer = Timer::start(Part::Ops);
-        crate::guard::propagating(py, "arming FlashInfer's op declarations", || {
-            crate::dormant_ops::arm(py)
-        })?;
-    } else if name == FLASHINFER_UTILS {
-        let _timer = Timer::start(Part::Ops);
-        crate::guard::propagating(py, "recording FlashInfer's op declarations", || {
-            crate::dormant_ops::install(py, module)
-        })?;
-    } else if FLASHINFER_PLANNERS.contains(&name) {
-        let _timer = Timer::start(Part::Ops);
-        crate::guard::propagating(py, "FlashInfer's attention wrappers", || {
-            crate::dormant_ops::install_planners(py, module)
-        })?;
-    } else if name == FLASHINFER_API_LOGGING {
-        let _timer = Timer::start(Part::Ops);
-        crate::guard::propagating(py, "FlashInfer's API logging", || {
+    match name {
+        DYNAMO => {
+            step(
+                py,
+                Part::Observer,
+                "starting the graph-break observer",
+                || crate::reporter::install_observer(py),
+            )?;
+            step(py, Part::Ops, "arming FlashInfer's op declarations", || {
+                crate::dormant_ops::arm(py)
+            })
+        }
+        FLASHINFER_UTILS => step(
+            py,
+            Part::Ops,
+            "recording FlashInfer's op declarations",
+            || crate::dormant_ops::install(py, module),
+        ),
+        FLASHINFER_API_LOGGING => step(py, Part::Ops, "FlashInfer's API logging", || {
             crate::dormant_ops::install_api_logging(py, module)
-        })?;
+        }),
+        _ if FLASHINFER_PLANNERS.contains(&name) => {
+            step(py, Part::Ops, "FlashInfer's attention wrappers", || {
+                crate::dormant_ops::install_planners(py, module)
+            })
+        }
+        _ => Ok(()),
     }
+}
+
+/// One piece of post-import work, timed as `part` (each step ends its own timer, so no part
+/// counts another's time) and guarded as `what`.
+fn step(py: Python<'_>, part: Part, what: &str, f: impl FnOnce() -> PyResult<()>) -> PyResult<()> {
+    let _timer = Timer::start(part);
+    crate::guard::propagating(py, what, f)?;
     Ok(())
 }
