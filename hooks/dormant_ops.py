@@ -331,16 +331,6 @@ def _hints(fn):
         return {}
 
 
-def _has_union(hints):
-    """A Union other than Optional, which torch's schemas cannot express (checked first: torch
-    logs a warning per such parameter when asked)."""
-    for hint in hints.values():
-        if typing.get_origin(hint) is typing.Union:
-            if len([a for a in typing.get_args(hint) if a is not type(None)]) > 1:
-                return True
-    return False
-
-
 def _returns_nothing(hints):
     return "return" in hints and hints["return"] is type(None)
 
@@ -364,7 +354,8 @@ def _plan(declared):
     hints = _hints(fn)
     narrowing = None
     prototype = fn
-    if declared.schema is None and (_has_union(hints) or op_narrowing.has_generator(hints)):
+    # Checked before asking torch, which logs a warning per Union parameter when asked.
+    if declared.schema is None and op_narrowing.needed(hints):
         narrowing = op_narrowing.Narrowing.of(fn, hints)
         if isinstance(narrowing, str):
             return narrowing

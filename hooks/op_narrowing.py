@@ -29,29 +29,38 @@ def _fits_not_a_tensor(value):
 
 # Parameters torch's schemas cannot express, narrowed to the form serving code calls them with:
 # name -> (the annotation in the operator, or None to leave the parameter out of it, the values
-# that fit). A call whose values fit goes through the operator (a left-out parameter is given
-# back to FlashInfer's function with the value that fits); any other call is traced as FlashInfer
-# ships it. These are FlashInfer's sampling ops': `generator` (no schema type for a Generator),
+# that fit, the value a left-out parameter is given back to FlashInfer's function with). A call
+# whose values fit goes through the operator; any other call is traced as FlashInfer ships it.
+# These are FlashInfer's sampling ops': `generator` (no schema type for a Generator),
 # `seed`/`offset` (Union[int, Tensor]) and `return_valid` (it turns the Tensor result into a
 # tuple).
 NARROWED = {
-    "generator": (None, _fits_none),
-    "seed": (typing.Optional[int], _fits_not_a_tensor),
-    "offset": (typing.Optional[int], _fits_not_a_tensor),
-    "return_valid": (None, _fits_false),
+    "generator": (None, _fits_none, None),
+    "seed": (typing.Optional[int], _fits_not_a_tensor, None),
+    "offset": (typing.Optional[int], _fits_not_a_tensor, None),
+    "return_valid": (None, _fits_false, False),
 }
 # Parameters a fake may lack (added to the kernel after its fake was written) because they cannot
 # change the result's shape, dtype or strides: the random stream's position.
 FAKE_MAY_LACK = {"seed", "offset"}
 
 
-def has_generator(hints):
-    return any(name != "return" and "Generator" in str(hint) for name, hint in hints.items())
+def is_generator(hint):
+    """A Generator, bare or Optional: torch infers no schema type for it."""
+    return "Generator" in str(hint)
 
 
 def is_union(hint):
+    """A Union other than Optional, which torch's schemas cannot express."""
     return typing.get_origin(hint) is typing.Union and len(
         [a for a in typing.get_args(hint) if a is not type(None)]) > 1
+
+
+def needed(hints):
+    """Whether a declaration with these resolved annotations needs narrowing: a Union (its
+    result's included) or a Generator parameter."""
+    return any(is_union(hint) or (name != "return" and is_generator(hint))
+               for name, hint in hints.items())
 
 
 class Narrowing:
@@ -83,15 +92,15 @@ class Narrowing:
             if rule is None:
                 if is_union(hint):
                     return "schema not expressible (a Union parameter)"
-                if "Generator" in str(hint):
+                if is_generator(hint):
                     return "schema not expressible (a Generator parameter)"
                 kept.append((index, param.name, default))
                 params.append(param.replace(annotation=hint))
                 continue
-            annotation, fits = rule
+            annotation, fits, given_back = rule
             checks.append((index, param.name, default, fits))
             if annotation is None:
-                dropped.append((index, False if fits is _fits_false else None))
+                dropped.append((index, given_back))
             else:
                 kept.append((index, param.name, default))
                 params.append(param.replace(annotation=annotation))
