@@ -61,11 +61,13 @@ def compare(fake, args, kwargs, real):
             return f"output {i}: {type(f).__name__} predicted, {type(r).__name__} returned"
         if not isinstance(r, torch.Tensor):
             continue
-        for what in ("shape", "dtype", "stride", "device"):
-            have = tuple(r.shape) if what == "shape" else (
-                r.stride() if what == "stride" else getattr(r, what))
-            said = tuple(f.shape) if what == "shape" else (
-                f.stride() if what == "stride" else getattr(f, what))
-            if have != said:
-                return f"output {i}: {what} {said} predicted, {have} returned"
+        have, said = _layout(r), _layout(f)
+        for what in have:
+            if have[what] != said[what]:
+                return f"output {i}: {what} {said[what]} predicted, {have[what]} returned"
     return "agrees"
+
+
+def _layout(t):
+    """What a compiled graph relies on a fake for, in the order it is compared."""
+    return {"shape": tuple(t.shape), "dtype": t.dtype, "stride": t.stride(), "device": t.device}
