@@ -46,11 +46,17 @@ ensure_venv() {
     return 0
   fi
   log "creating $venv (torch $torch from PyPI; first time only, a few minutes)"
-  rm -rf "$venv"
-  "$BASE_PYTHON" -m venv "$venv" || return 1
-  "$venv/bin/python" -m pip install -q --upgrade pip || return 1
+  fresh_venv "$BASE_PYTHON" "$venv" || return 1
   "$venv/bin/python" -m pip install -q "torch==$torch" $FLASHINFER_DEPS $TEST_TOOLS || return 1
   printf '%s' "$TEST_TOOLS" > "$venv/.complete"
+}
+
+# fresh_venv PYTHON VENV: an empty environment of that interpreter at VENV (whatever was there
+# is removed), with a current pip.
+fresh_venv() {
+  rm -rf "$2"
+  "$1" -m venv "$2" || return 1
+  "$2/bin/python" -m pip install -q --upgrade pip
 }
 
 # ensure_flashinfer VERSION: installs that release (no deps) into its own folder, prints it.
@@ -80,9 +86,7 @@ ensure_sglang_venv() {
   py=$(pyenv_python 3.12)
   if [ -z "$py" ]; then log "no pyenv CPython 3.12 under ${PYENV_ROOT:-$HOME/.pyenv}/versions"; return 1; fi
   log "creating $venv ($py, torch $SGLANG_TORCH_VERSION, sglang $SGLANG_VERSION; first time only, a few minutes)"
-  rm -rf "$venv"
-  "$py" -m venv "$venv" || return 1
-  "$venv/bin/python" -m pip install -q --upgrade pip || return 1
+  fresh_venv "$py" "$venv" || return 1
   "$venv/bin/python" -m pip install -q "torch==$SGLANG_TORCH_VERSION" $FLASHINFER_DEPS $SGLANG_DEPS pytest || return 1
   "$venv/bin/python" -m pip install -q --no-deps "sglang==$SGLANG_VERSION" || return 1
   touch "$venv/.complete"
