@@ -3,6 +3,7 @@
 Every test here starts real processes with `LD_PRELOAD` set exactly as a user would.
 """
 import functools
+import json
 import os
 import pathlib
 import queue
@@ -122,6 +123,14 @@ def clean_env(**extra):
 
 def run(cmd, env, **kw):
     return subprocess.run(cmd, env=env, capture_output=True, timeout=kw.pop("timeout", 120), **kw)
+
+
+def result_of(r, tail=3000):
+    """The JSON of a helper's first `RESULT {...}` line on stdout; the test fails with the end
+    of its stderr when there is none."""
+    lines = [l for l in r.stdout.decode().splitlines() if l.startswith("RESULT ")]
+    assert lines, r.stderr.decode()[-tail:]
+    return json.loads(lines[0][7:])
 
 
 FORWARDED = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)

@@ -1,7 +1,6 @@
 """Issue 3, through the real preload path: FlashInfer's CUDA checks, folded at import time,
 answer exactly what unmodified FlashInfer answers in the same environment, without starting
 a process after import."""
-import json
 import os
 import pathlib
 import subprocess
@@ -10,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, clean_env, run
+from conftest import ROOT, clean_env, run, result_of
 
 CACHE = pathlib.Path(os.environ.get("DYNAFOLD_CACHE", pathlib.Path.home() / ".cache/dynafold"))
 PYTHON = CACHE / f"venv-torch{os.environ.get('DYNAFOLD_TORCH', '2.15.0')}" / "bin" / "python"
@@ -80,9 +79,7 @@ def answers(release, env, preload=None, extra=None):
     with tempfile.TemporaryDirectory() as calls:
         e["NVCC_CALLS"] = os.path.join(calls, "nvcc")
         r = run([str(PYTHON), str(HELPER)], e, timeout=300)
-    lines = [l for l in r.stdout.decode().splitlines() if l.startswith("RESULT ")]
-    assert lines, r.stderr.decode()[-3000:]
-    return json.loads(lines[0][7:]), r.stderr.decode()
+    return result_of(r), r.stderr.decode()
 
 
 # FlashInfer raises PermissionError from every call here; a folded module could only raise it

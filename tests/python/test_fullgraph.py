@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import DYNAFOLD, ROOT, clean_env, run
+from conftest import DYNAFOLD, ROOT, clean_env, run, result_of
 from test_fold import BASE_PATH, PYTHON, RELEASES, flashinfer_path, release_text, toolkit
 
 SEED_ERROR = "Attempted to call function marked as skipped"
@@ -71,9 +71,7 @@ def run_program(source, release, cuda_home, preload=None, extra=None, tmp=None):
         env["LD_PRELOAD"] = preload
     env.update(extra or {})
     r = run([str(PYTHON), "-c", source], env, timeout=600, cwd=tmp)
-    lines = [l for l in r.stdout.decode().splitlines() if l.startswith("RESULT ")]
-    assert lines, r.stderr.decode()[-4000:]
-    return json.loads(lines[0][7:]), r.stderr.decode()
+    return result_of(r, tail=4000), r.stderr.decode()
 
 
 @pytest.mark.parametrize("release", RELEASES)

@@ -5,11 +5,10 @@ Real torch, real FlashInfer from PyPI, fake CUDA tensors (`FakeTensorMode`): Dyn
 public functions exactly as on a GPU, and the operators' fakes stand in for the kernels. The
 same script runs without the preload as the baseline: there every case fails.
 """
-import json
 
 import pytest
 
-from conftest import ROOT, clean_env, run
+from conftest import ROOT, clean_env, run, result_of
 from test_fold import PYTHON, RELEASES, flashinfer_path, release_text, toolkit
 
 HELPER = ROOT / "tests" / "python" / "helpers" / "trace_ops.py"
@@ -35,9 +34,7 @@ def trace(release, tmp_path, preload=None, **extra):
     if preload:
         env["LD_PRELOAD"] = preload
     r = run([str(PYTHON), str(HELPER)], env, timeout=600)
-    lines = [l for l in r.stdout.decode().splitlines() if l.startswith("RESULT ")]
-    assert lines, r.stderr.decode()[-3000:]
-    result = json.loads(lines[0][7:])
+    result = result_of(r)
     result["stdout"] = r.stdout.decode()
     return result, r.stderr.decode()
 
@@ -122,9 +119,7 @@ def test_each_fake_is_checked_against_its_kernel_before_its_result_is_used(prelo
                     CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")),
                     LD_PRELOAD=preload)
     r = run([str(PYTHON), "-c", FAKE_CHECK], env, timeout=300)
-    lines = [l for l in r.stdout.decode().splitlines() if l.startswith("RESULT ")]
-    assert lines, r.stderr.decode()[-3000:]
-    got = json.loads(lines[0][7:])
+    got = result_of(r)
     assert got["agrees"] == "agrees" and got["nothing"] == "agrees"
     assert got["shape"] == "output 0: shape (8, 4) predicted, (4, 8) returned"
     assert got["stride"] == "output 0: stride (1, 4) predicted, (8, 1) returned"
@@ -161,9 +156,7 @@ def test_sampling_ops_trace_through_their_narrowed_declarations(preload, release
         if preload_path:
             env["LD_PRELOAD"] = preload_path
         r = run([str(PYTHON), str(SAMPLING)], env, timeout=600)
-        lines = [l for l in r.stdout.decode().splitlines() if l.startswith("RESULT ")]
-        assert lines, r.stderr.decode()[-3000:]
-        return json.loads(lines[0][7:])
+        return result_of(r)
 
     plain = traced(None)
     assert not any(case["ok"] for case in plain.values()), plain
@@ -212,9 +205,7 @@ def test_attention_plans_become_lists_once_a_process_compiles(preload, release, 
 
     def result(*flags):
         r = run([str(PYTHON), "-c", PLANS, *flags], env, timeout=300)
-        lines = [l for l in r.stdout.decode().splitlines() if l.startswith("RESULT ")]
-        assert lines, r.stderr.decode()[-3000:]
-        return json.loads(lines[0][7:])
+        return result_of(r)
 
     compiled = result("--compile")
     for name in ("BatchDecodeWithPagedKVCacheWrapper", "BatchPrefillWithPagedKVCacheWrapper",
