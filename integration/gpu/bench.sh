@@ -8,8 +8,9 @@ set -uo pipefail
 what=${1:-all}
 shift || true
 root=$(cd "$(dirname "$0")/../.." && pwd)
+source "$root/integration/gpu/wheels.sh"
 lib="$root/target/release/libdynafold.so"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$root"/.whl/*.whl || exit 1
+install_wheels /tmp/site "$root"/.whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 if [ "$what" != bench ]; then
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

@@ -14,9 +14,10 @@ out=${1:-/tmp/dynafold-decoder-layer}
 shift || true
 mkdir -p "$out"
 root=$(cd "$(dirname "$0")/../.." && pwd)
+source "$root/integration/gpu/wheels.sh"
 lib="$root/target/release/libdynafold.so"
 site=${SITE:-/tmp/site}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$root"/.whl/*.whl || exit 1
+install_wheels "$site" "$root"/.whl/*.whl || exit 1
 export PYTHONPATH="$site" PYTHONUNBUFFERED=1
 cd "$root/integration/gpu"
 show='^(ENV|OPS|BREAKS|LAYER|WOKEN)'

@@ -9,8 +9,9 @@ set -uo pipefail
 out=${1:-${OUT:-/tmp/dynafold-gpu}}
 mkdir -p "$out"
 root=$(cd "$(dirname "$0")/../.." && pwd)
+source "$root/integration/gpu/wheels.sh"
 lib="$root/target/release/libdynafold.so"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+install_wheels /tmp/site "$root"/.whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 cd "$root/integration/gpu"
 {

@@ -17,12 +17,12 @@ out=${1:-/tmp/dynafold-sglang}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 root=$(cd "$(dirname "$0")/../.." && pwd)
+source "$root/integration/gpu/wheels.sh"
 lib="$root/target/release/libdynafold.so"
 fi_site=${FLASHINFER_SITE:-/tmp/site}
 cache=/tmp/dynafold-sglang-cache
-pip_install() { PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade "$@"; }
-pip_install --target /tmp/site "$root"/.whl/*.whl || exit 1
-pip_install --target /tmp/site-sglang "$root"/.sglang/wheels/*.whl || exit 1
+install_wheels /tmp/site "$root"/.whl/*.whl || exit 1
+install_wheels /tmp/site-sglang "$root"/.sglang/wheels/*.whl || exit 1
 # No `unzip`/`xz` needed: Python's tarfile reads .tar.xz.
 rm -rf /tmp/sglang-py "$cache" && mkdir -p /tmp/sglang-py || exit 1
 python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="data")' \
