@@ -29,8 +29,10 @@ def cases():
     x, w = t(8, 4096), t(4096)
     yield "rmsnorm", lambda: flashinfer.rmsnorm(x, w, 1e-6)
     yield "gemma_rmsnorm", lambda: flashinfer.gemma_rmsnorm(x, w, 1e-6)
-    yield "fused_add_rmsnorm", fused_add(flashinfer.fused_add_rmsnorm, x, w)
-    yield "gemma_fused_add_rmsnorm", fused_add(flashinfer.gemma_fused_add_rmsnorm, x, w)
+    yield "fused_add_rmsnorm", in_place(
+        lambda a, r: flashinfer.fused_add_rmsnorm(a, r, w, 1e-6), x, x)
+    yield "gemma_fused_add_rmsnorm", in_place(
+        lambda a, r: flashinfer.gemma_fused_add_rmsnorm(a, r, w, 1e-6), x, x)
     wf, bf = t(4096, dtype=torch.float32), t(4096, dtype=torch.float32)
     yield "layernorm", lambda: flashinfer.layernorm(x, wf, bf, 1e-6)
     a = t(8, 2 * 4096)
@@ -47,17 +49,18 @@ def cases():
     # Sampling under a fixed generator: each run reseeds first, so eager, compiled and
     # captured runs draw from the same Philox offset.
     s = flashinfer.sampling
-    yield "sampling_from_probs", seeded(lambda: s.sampling_from_probs(probs))
-    yield "sampling_from_logits", seeded(lambda: s.sampling_from_logits(logits))
-    yield "top_p_sampling_from_probs", seeded(lambda: s.top_p_sampling_from_probs(probs, 0.9))
-    yield "top_k_sampling_from_probs", seeded(lambda: s.top_k_sampling_from_probs(probs, 50))
-    yield "min_p_sampling_from_probs", seeded(lambda: s.min_p_sampling_from_probs(probs, 0.1))
-    yield "top_k_top_p_sampling_from_probs", seeded(
+    yield "sampling_from_probs", Seeded(lambda: s.sampling_from_probs(probs))
+    yield "sampling_from_logits", Seeded(lambda: s.sampling_from_logits(logits))
+    yield "top_p_sampling_from_probs", Seeded(lambda: s.top_p_sampling_from_probs(probs, 0.9))
+    yield "top_k_sampling_from_probs", Seeded(lambda: s.top_k_sampling_from_probs(probs, 50))
+    yield "min_p_sampling_from_probs", Seeded(lambda: s.min_p_sampling_from_probs(probs, 0.1))
+    yield "top_k_top_p_sampling_from_probs", Seeded(
         lambda: s.top_k_top_p_sampling_from_probs(probs, 50, 0.9))
     va, sa = t(8, 4, 128), t(8, 4, dtype=torch.float32)
     vb, sb = t(8, 4, 128), t(8, 4, dtype=torch.float32)
     yield "merge_state", lambda: flashinfer.merge_state(va, sa, vb, sb)
-    yield "merge_state_in_place", merge_in_place(va, sa, vb, sb)
+    yield "merge_state_in_place", in_place(
+        lambda v, s: flashinfer.merge_state_in_place(v, s, vb, sb), va, sa)
     vs, ss = t(8, 3, 4, 128), t(8, 3, 4, dtype=torch.float32)
     yield "merge_states", lambda: flashinfer.merge_states(vs, ss)
     bits = torch.rand(1000, device=DEV) > 0.5
@@ -176,7 +179,6 @@ class Seeded:
         self.fn = fn
 
 
-seeded = Seeded
 
 
 def in_place(op, *tensors):
@@ -184,22 +186,6 @@ def in_place(op, *tensors):
         copies = [x.clone() for x in tensors]
         op(*copies)
         return tuple(copies)
-    return f
-
-
-def merge_in_place(v, s, v_other, s_other):
-    def f():
-        vv, ss = v.clone(), s.clone()
-        flashinfer.merge_state_in_place(vv, ss, v_other, s_other)
-        return vv, ss
-    return f
-
-
-def fused_add(op, x, w):
-    def f():
-        a, r = x.clone(), x.clone()
-        op(a, r, w, 1e-6)
-        return a, r
     return f
 
 
