@@ -14,14 +14,17 @@ def read(path):
     return rows
 
 
+# What Dynamo's error names, as it appears in the message -> the table's word for it.
+KNOWN = {"posix.stat": "posix.stat", "_thread.allocate_lock": "_thread.allocate_lock",
+         "`open`": "open", "`Function.__call__`": "Function.__call__"}
+
+
 def why(status, rest):
     if status == "PASS":
         return "pass"
-    for known in ("posix.stat", "_thread.allocate_lock", "`open`", "`Function.__call__`",
-                  "`__call__` of class `Function`"):
-        if known in rest:
-            return "fails: " + known.strip("`").replace("__call__` of class `Function",
-                                                             "tvm_ffi Function call")
+    for needle, word in KNOWN.items():
+        if needle in rest:
+            return "fails: " + word
     return "fails: " + rest[:60]
 
 
