@@ -34,7 +34,7 @@ def install(module):
         kept.append(name)
     if not kept:
         return None
-    return f"{module.__name__}: the plans of {', '.join(kept)} kept for the woken run operators"
+    return f"the plans of {', '.join(kept)} kept for the woken run operators"
 
 
 # Wrappers planned before the first compile (weakly), and whether plans are now kept as lists.

@@ -42,36 +42,55 @@ fn helper(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     embedded::module(py, SOURCE, c"<dynafold>/hooks/dormant_ops.py", MODULE)
 }
 
-/// After `flashinfer.utils` executed: record the declarations from now on.
-pub fn install(py: Python<'_>, utils: &Bound<'_, PyAny>) -> PyResult<()> {
-    let left = "op declarations left dormant";
-    let why = "FlashInfer ops other than fp4_quantize will not trace under fullgraph=True";
-    if let Some(done) = call_hook(py, "install_utils", utils, left, why)? {
-        log::debug!("flashinfer.utils: {done}");
-    }
-    Ok(())
+/// A post-import call into `hooks/dormant_ops.py`: its method, what stays as FlashInfer ships
+/// it when FlashInfer does not look as expected, why that matters, and the level of the line
+/// saying what it did.
+pub struct Hook {
+    method: &'static str,
+    left: &'static str,
+    why: &'static str,
+    level: log::Level,
 }
 
-/// After `flashinfer.api_logging` executed: with FLASHINFER_LOGLEVEL >= 1, keep its
-/// logging wrappers out of traced code.
-pub fn install_api_logging(py: Python<'_>, api_logging: &Bound<'_, PyAny>) -> PyResult<()> {
-    let left = "logging wrappers left as shipped";
-    let why = "with FLASHINFER_LOGLEVEL set, FlashInfer ops will not trace under fullgraph=True";
-    if let Some(done) = call_hook(py, "install_api_logging", api_logging, left, why)? {
-        log::info!("flashinfer.api_logging: {done}");
-    }
-    Ok(())
-}
+/// After `flashinfer.utils` executed: record the declarations from now on.
+pub const UTILS: Hook = Hook {
+    method: "install_utils",
+    left: "op declarations left dormant",
+    why: "FlashInfer ops other than fp4_quantize will not trace under fullgraph=True",
+    level: log::Level::Debug,
+};
+
+/// After `flashinfer.api_logging` executed: with FLASHINFER_LOGLEVEL >= 1, keep its logging
+/// wrappers out of traced code.
+pub const API_LOGGING: Hook = Hook {
+    method: "install_api_logging",
+    left: "logging wrappers left as shipped",
+    why: "with FLASHINFER_LOGLEVEL set, FlashInfer ops will not trace under fullgraph=True",
+    level: log::Level::Info,
+};
 
 /// After a module defining FlashInfer's attention wrappers executed: their plans are kept in
 /// a form Dynamo can pass to the woken run operators.
-pub fn install_planners(py: Python<'_>, module: &Bound<'_, PyAny>) -> PyResult<()> {
-    let left = "attention wrappers left as shipped";
-    let why = "their run() will not trace under fullgraph=True";
-    if let Some(done) = call_hook(py, "install_planners", module, left, why)? {
-        log::debug!("{done}");
+pub const PLANNERS: Hook = Hook {
+    method: "install_planners",
+    left: "attention wrappers left as shipped",
+    why: "their run() will not trace under fullgraph=True",
+    level: log::Level::Debug,
+};
+
+/// Runs `hook` on `module`, which has just executed, and logs what it did.
+pub fn install(py: Python<'_>, hook: &Hook, module: &Bound<'_, PyAny>) -> PyResult<()> {
+    if let Some(done) = call_hook(py, hook.method, module, hook.left, hook.why)? {
+        log::log!(hook.level, "{}: {done}", module_name(module));
     }
     Ok(())
+}
+
+fn module_name(module: &Bound<'_, PyAny>) -> String {
+    module
+        .getattr("__name__")
+        .map(|n| n.to_string())
+        .unwrap_or_default()
 }
 
 /// Calls `hooks/dormant_ops.py`'s `method(module)`: its line for the log (None when it has
@@ -93,11 +112,7 @@ fn call_hook(
         Ok(done) if done.is_none() => Ok(None),
         Ok(done) => Ok(Some(done.to_string())),
         Err(e) if e.is_instance(py, &helper.getattr("Unsupported")?) => {
-            let name = module
-                .getattr("__name__")
-                .map(|n| n.to_string())
-                .unwrap_or_default();
-            log::warn!("{name}: {left} ({}); {why}", e.value(py));
+            log::warn!("{}: {left} ({}); {why}", module_name(module), e.value(py));
             Ok(None)
         }
         Err(e) => Err(e),

@@ -64,14 +64,14 @@ pub fn after_import(py: Python<'_>, name: &str, module: &Bound<'_, PyAny>) -> Py
             py,
             Part::Ops,
             "recording FlashInfer's op declarations",
-            || crate::dormant_ops::install(py, module),
+            || crate::dormant_ops::install(py, &crate::dormant_ops::UTILS, module),
         ),
         FLASHINFER_API_LOGGING => step(py, Part::Ops, "FlashInfer's API logging", || {
-            crate::dormant_ops::install_api_logging(py, module)
+            crate::dormant_ops::install(py, &crate::dormant_ops::API_LOGGING, module)
         }),
         _ if FLASHINFER_PLANNERS.contains(&name) => {
             step(py, Part::Ops, "FlashInfer's attention wrappers", || {
-                crate::dormant_ops::install_planners(py, module)
+                crate::dormant_ops::install(py, &crate::dormant_ops::PLANNERS, module)
             })
         }
         _ => Ok(()),
