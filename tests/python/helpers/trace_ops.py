@@ -12,6 +12,8 @@ import torch
 import flashinfer
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from fullgraph_trace import trace
+
 WORKSPACE = os.environ["FLASHINFER_WORKSPACE_BASE"]
 # While a case is being compiled: its name, and what it started or opened.
 tracing = [None]
@@ -71,22 +73,10 @@ def main():
             return torch.empty(*shape, device="cuda", dtype=dtype)
 
         for name, (fn, args) in cases(t).items():
-            graphs = []
-
-            def backend(gm, example_inputs):
-                graphs.append(gm)
-                return gm.forward
-
-            torch._dynamo.reset()
             events[name] = {"processes": [], "jit_files": []}
             tracing[0] = name
             try:
-                torch.compile(fn, fullgraph=True, backend=backend)(*args)
-                targets = [str(n.target) for g in graphs for n in g.graph.nodes
-                           if n.op == "call_function"]
-                out[name] = {"ok": True, "targets": targets}
-            except Exception as e:
-                out[name] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000]}
+                _, out[name] = trace(fn, *args, error_chars=2000)
             finally:
                 tracing[0] = None
     if os.environ.get("FLASHINFER_LOGLEVEL", "0") != "0":

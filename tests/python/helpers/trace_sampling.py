@@ -15,6 +15,8 @@ import torch
 import flashinfer.sampling as sampling
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from fullgraph_trace import trace
+
 KERNELS = ["softmax", "sampling_from_probs", "sampling_from_logits", "top_p_sampling_from_probs",
            "top_k_sampling_from_probs", "min_p_sampling_from_probs",
            "top_k_top_p_sampling_from_probs", "top_p_renorm_probs", "top_k_renorm_probs",
@@ -52,21 +54,9 @@ def main():
     sampling.get_sampling_module()  # the eager build a server's warm-up makes
     with FakeTensorMode(allow_non_fake_inputs=True):
         for name, fn in cases().items():
-            graphs = []
-
-            def backend(gm, example_inputs):
-                graphs.append(gm)
-                return gm.forward
-
-            torch._dynamo.reset()
-            try:
-                result = torch.compile(fn, fullgraph=True, backend=backend)()
-                targets = [str(n.target) for g in graphs for n in g.graph.nodes
-                           if n.op == "call_function"]
-                out[name] = {"ok": True, "targets": targets, "shape": list(result.shape),
-                             "dtype": str(result.dtype)}
-            except Exception as e:
-                out[name] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:1000]}
+            result, out[name] = trace(fn, error_chars=1000)
+            if out[name]["ok"]:
+                out[name].update(shape=list(result.shape), dtype=str(result.dtype))
     print("RESULT " + json.dumps(out), flush=True)
 
 
