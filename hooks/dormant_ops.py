@@ -16,7 +16,7 @@ This module keeps the eager path exactly as FlashInfer ships it and gives Dynamo
    `dynafold_flashinfer::NAME` is defined with FlashInfer's schema (its `schema=` or its
    annotations), whose real implementation is FlashInfer's function and whose fake is
    FlashInfer's `register_fake_op` function, dynafold's override where FlashInfer's is wrong
-   (`FAKE_OVERRIDES`), or, for an op that returns nothing, one that returns nothing (several of
+   (hooks/op_fakes.py), or, for an op that returns nothing, one that returns nothing (several of
    FlashInfer's no-result fakes rotted: parameters missing); then
    `torch._dynamo.substitute_in_graph(fn)` makes Dynamo call the operator wherever it meets
    `fn`. `fn` itself is untouched.
@@ -55,6 +55,7 @@ import torch
 # dynafold's other hooks, loaded before this one (src/python/src/dormant_ops.rs).
 import _dynafold_attention_plans as attention_plans
 import _dynafold_fake_check as fake_check
+import _dynafold_op_fakes as op_fakes
 import _dynafold_op_narrowing as op_narrowing
 
 _log = logging.getLogger("dynafold")
@@ -67,33 +68,23 @@ _pending = []
 _fakes = {}
 # module name -> {"woken": n, "skipped": {reason: n}}
 _status = {}
-# "flashinfer::NAME" -> the operator, once defined.
+# "flashinfer::NAME" -> [(operator, FlashInfer's function)], once defined.
 _ops = {}
 _armed = False
 # (logging wrapper, the function it wraps) made by flashinfer_api, not yet substituted.
 _api_pending = []
 
 NOT_BUILT = (
-    "dynafold: torch.compile reached FlashInfer's {loader}{args}, whose JIT module is not built "
+    "dynafold: torch.compile reached FlashInfer's {loader}({args}), whose JIT module is not built "
     "in this process and could not be built outside the trace ({error}). Call the FlashInfer "
     "op once eagerly on the same device before compiling (SGLang's warm-up forward does this)."
 )
 _transparent = set()
 
 
-def _fake_merge_states(v, s):
-    # FlashInfer's own fake allocates on the CPU.
-    seq_len, _, num_heads, head_dim = v.size()
-    return (v.new_empty(seq_len, num_heads, head_dim),
-            s.new_empty(seq_len, num_heads, dtype=torch.float32))
-
-
-# Declarations dynafold makes traceable another way, by declared name: fp4_quantize's kernel
-# (hooks/fp4_opaque.py, with a fake that gives the swizzled layout's real size; FlashInfer's
-# own fake for it is wrong).
-HANDLED_ELSEWHERE = {
-    "flashinfer::fp4_quantize_sm100": "covered by dynafold's fp4 path (hooks/fp4_opaque.py)",
-}
+# Declarations left as FlashInfer ships them by the library's settings, by declared name ->
+# why (e.g. DYNAFOLD_FP4_OPAQUE=0 for fp4_quantize's kernel); filled before any is woken.
+LEFT_ALONE = {}
 
 # Boundaries FlashInfer forgot: public paths that reach the JIT machinery, the autotuner
 # (threading locks, classes defined per call) or an FFI call outside any declared op.
@@ -107,12 +98,6 @@ EXTRA_DECLARATIONS = [
      "(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor(a4!) out, "
      "Tensor(a5!) workspace_buffer, str[] runner_names) -> ()"),
 ]
-
-# FlashInfer's fake, where wrong or missing, by declared name.
-FAKE_OVERRIDES = {
-    "flashinfer::merge_states": _fake_merge_states,
-}
-
 
 class _Declared:
     __slots__ = ("name", "fn", "mutates_args", "schema", "module")
@@ -339,8 +324,8 @@ def _plan(declared):
     """(operator name, schema, fake, narrowing or None) for a declaration that can become a
     correct operator, else the reason it cannot, as one short line."""
     fn = declared.fn
-    if declared.name in HANDLED_ELSEWHERE:
-        return HANDLED_ELSEWHERE[declared.name]
+    if declared.name in LEFT_ALONE:
+        return LEFT_ALONE[declared.name]
     op_name = _op_name(declared)
     if op_name is None:
         return "name is not namespace::identifier"
@@ -369,7 +354,7 @@ def _plan(declared):
         # says: several of FlashInfer's rotted (a parameter missing), and one kernel declared
         # `-> None` returns its output buffer anyway (its callers read the buffer).
         return op_name, schema, _no_result, narrowing
-    fake = FAKE_OVERRIDES.get(declared.name) or _fakes.get(declared.name)
+    fake = op_fakes.override(declared.name, fn) or _fakes.get(declared.name)
     if fake is None:
         return "returns tensors and has no fake"
     if narrowing is not None:
@@ -395,13 +380,17 @@ def _takes_the_same(fake, fn):
 def _wake(declared):
     """Defines the operator and substitutes it for `fn` under Dynamo; a reason when not."""
     fn = declared.fn
-    existing = _ops.get(declared.name)
-    if existing is not None:
-        return None if existing[1] is fn else "declared more than once"
+    existing = _ops.get(declared.name, ())
+    if any(known is fn for _, known in existing):
+        return None
     plan = _plan(declared)
     if isinstance(plan, str):
         return plan
     op_name, schema, fake, narrowing = plan
+    if existing:
+        # Declared again by another build of its loader (fp4_quantize_sm100 per SM backend):
+        # an operator of its own, whose kernel is that build's.
+        op_name = f"{op_name}_{len(existing)}"
     lib = _library()
     lib.define(op_name + schema)
     kernel = fn if narrowing is None else narrowing.kernel(fn)
@@ -420,7 +409,7 @@ def _wake(declared):
     functools.update_wrapper(through_op, fn)
     del through_op.__wrapped__
     torch._dynamo.substitute_in_graph(fn, skip_signature_check=True)(through_op)
-    _ops[declared.name] = (op, fn)
+    _ops.setdefault(declared.name, []).append((op, fn))
     return None
 
 
@@ -429,7 +418,8 @@ def census():
     woken, and why the others would not; nothing is defined."""
     _declare_extras()
     out = {}
-    for declared in list(_pending) + [_Declared(n, fn, (), None) for n, (_, fn) in _ops.items()]:
+    woken = [_Declared(n, fn, (), None) for n, ops in _ops.items() for _, fn in ops]
+    for declared in list(_pending) + woken:
         entry = out.setdefault(declared.module, {"woken": 0, "skipped": {}})
         plan = None if declared.name in _ops else _plan(declared)
         if plan is None or not isinstance(plan, str):
@@ -498,7 +488,7 @@ def _outside_the_trace(loader):
             _BUILT[(key,) + args] = loader(*args)
         except Exception as e:
             raise RuntimeError(NOT_BUILT.format(
-                loader=getattr(loader, "__qualname__", loader), args=args,
+                loader=getattr(loader, "__qualname__", loader), args=", ".join(map(repr, args)),
                 error=f"{type(e).__name__}: {e}")) from e
         # Declarations made by this build (ops declared inside the loader) join this compile.
         wake_pending()

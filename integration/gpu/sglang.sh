@@ -72,4 +72,10 @@ run() {  # NAME TIMEOUT [VAR=VALUE...]: the driver over both models and both com
 # compile is expected to die on the seed's error without dynafold and to pass with it.
 run without 90
 run with 240 LD_PRELOAD="$lib" DYNAFOLD_REPORT_DIR="$out/reports"
+# ALSO_WITH="NAME VAR=VALUE...": one more run with dynafold under those settings, to compare.
+if [ -n "${ALSO_WITH:-}" ]; then
+  read -r also_name also_env <<< "$ALSO_WITH"
+  # shellcheck disable=SC2086  # the settings are words on purpose
+  run "with-$also_name" 240 LD_PRELOAD="$lib" $also_env
+fi
 echo "dynafold reports: $(cat "$out"/reports/* 2>/dev/null | wc -l) line(s) in $(ls "$out/reports" 2>/dev/null | wc -l) file(s)"

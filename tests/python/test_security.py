@@ -19,7 +19,7 @@ def cache_files(cache):
 
 def warm_cache(preload, tmp_path):
     """Three rewritten FlashInfer modules and dynafold's own hooks (op declarations and their
-    parts, fp4 path, loaders), in sorted order: the hooks first (`_dynafold_...`), then the FlashInfer modules."""
+    parts, loaders), in sorted order: the hooks first (`_dynafold_...`), then the FlashInfer modules."""
     cache = tmp_path / "shared"
     cache.mkdir()
     cache.chmod(0o1777)  # like /tmp
@@ -29,7 +29,7 @@ def warm_cache(preload, tmp_path):
     files = cache_files(cache)
     assert [f.name.split(".cpython")[0] for f in files] == [
         "_dynafold_attention_plans", "_dynafold_dormant_ops", "_dynafold_fake_check",
-        "_dynafold_fp4_opaque", "_dynafold_loaders", "_dynafold_op_narrowing",
+        "_dynafold_loaders", "_dynafold_op_fakes", "_dynafold_op_narrowing",
         "flashinfer.jit.cpp_ext", "flashinfer.jit.fp4_quantization",
         "flashinfer.quantization.fp4_quantization"], files
     return cache, env, files
@@ -55,7 +55,7 @@ def test_symlinks_at_cache_names_are_not_followed(preload, tmp_path):
 
 def test_entries_of_another_user_or_writable_or_corrupt_are_not_trusted(preload, tmp_path):
     cache, env, files = warm_cache(preload, tmp_path)
-    hook = next(f for f in files if f.name.startswith("_dynafold_fp4_opaque."))
+    hook = next(f for f in files if f.name.startswith("_dynafold_dormant_ops."))
     foreign, writable, corrupt = files[-3:]
     os.chown(foreign, NOBODY, NOBODY)
     writable.chmod(0o666)
@@ -70,11 +70,11 @@ def test_entries_of_another_user_or_writable_or_corrupt_are_not_trusted(preload,
     assert not lines(err, "WARN"), err
     assert foreign.read_bytes() == before and foreign.stat().st_uid == NOBODY
     assert corrupt.stat().st_uid == os.geteuid()
-    # The hook's code is rewritten too if its entry is corrupt: the fp4 path still installs.
+    # The hook's code is rewritten too if its entry is corrupt: the op declarations still record.
     hook.write_bytes(hook.read_bytes()[:60] + b"\x00garbage" * 50)
     r = py(IMPORT, dict(env, DYNAFOLD_LOG="debug"))
     assert "OK True True" in r.stdout.decode(), r.stderr.decode()
-    assert "fp4_quantize_sm100 behind a dynafold:: custom op" in r.stderr.decode()
+    assert "FlashInfer's op declarations recorded" in r.stderr.decode()
     assert not lines(r.stderr.decode(), "WARN")
 
 

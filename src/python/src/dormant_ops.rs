@@ -11,7 +11,7 @@ use crate::embedded;
 const SOURCE: &str = include_str!("../../../hooks/dormant_ops.py");
 const MODULE: &std::ffi::CStr = c"_dynafold_dormant_ops";
 /// The hooks `dormant_ops.py` imports, loaded before it: (source, file name, module name).
-const PARTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 3] = [
+const PARTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 4] = [
     (
         include_str!("../../../hooks/attention_plans.py"),
         c"<dynafold>/hooks/attention_plans.py",
@@ -21,6 +21,11 @@ const PARTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 3] = [
         include_str!("../../../hooks/fake_check.py"),
         c"<dynafold>/hooks/fake_check.py",
         c"_dynafold_fake_check",
+    ),
+    (
+        include_str!("../../../hooks/op_fakes.py"),
+        c"<dynafold>/hooks/op_fakes.py",
+        c"_dynafold_op_fakes",
     ),
     (
         include_str!("../../../hooks/op_narrowing.py"),
@@ -39,7 +44,24 @@ fn helper(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     for (source, file, name) in PARTS {
         embedded::module(py, source, file, name)?;
     }
-    embedded::module(py, SOURCE, c"<dynafold>/hooks/dormant_ops.py", MODULE)
+    let helper = embedded::module(py, SOURCE, c"<dynafold>/hooks/dormant_ops.py", MODULE)?;
+    if let Some(why) = fp4_left_alone() {
+        helper
+            .getattr("LEFT_ALONE")?
+            .set_item("flashinfer::fp4_quantize_sm100", why)?;
+    }
+    Ok(helper)
+}
+
+/// Why fp4_quantize's kernel declaration stays as FlashInfer ships it, if it does.
+fn fp4_left_alone() -> Option<&'static str> {
+    if !crate::fp4_opaque::enabled() {
+        Some("DYNAFOLD_FP4_OPAQUE=0")
+    } else if crate::fp4_opaque::special() {
+        Some("covered by hooks/fp4_opaque.py (DYNAFOLD_FP4_SPECIAL=1)")
+    } else {
+        None
+    }
 }
 
 /// A post-import call into `hooks/dormant_ops.py`: its method, what stays as FlashInfer ships

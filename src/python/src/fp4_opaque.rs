@@ -8,6 +8,17 @@ use crate::embedded;
 
 const SOURCE: &str = include_str!("../../../hooks/fp4_opaque.py");
 
+/// `DYNAFOLD_FP4_OPAQUE`, read once: a bad value must be reported once.
+pub fn enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(dynafold_core::config::fp4_opaque)
+}
+
+/// The special path instead of FlashInfer's own declaration (measurement only, issue 12 item 5).
+pub fn special() -> bool {
+    std::env::var_os("DYNAFOLD_FP4_SPECIAL").is_some_and(|v| v == "1")
+}
+
 /// Whether `name` is one of the modules whose namespace may define the fp4 kernel getter.
 pub fn is_target(name: &str) -> bool {
     matches!(
@@ -19,9 +30,7 @@ pub fn is_target(name: &str) -> bool {
 /// Installs into `module` when it defines `get_fp4_quantization_module`; logs what it did or
 /// why not. Errors come back for the caller's guard to log.
 pub fn install(py: Python<'_>, name: &str, module: &Bound<'_, PyAny>) -> PyResult<()> {
-    // Read once: a bad value must be reported once, not once per fp4 module.
-    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if !*ENABLED.get_or_init(dynafold_core::config::fp4_opaque) {
+    if !enabled() || !special() {
         return Ok(());
     }
     let started = std::time::Instant::now();

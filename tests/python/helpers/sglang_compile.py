@@ -346,7 +346,7 @@ def run_case(name, compiler, root):
             if "computation_graph_" not in path:
                 code += open(path, errors="replace").read()
         result["inductor_code_ops"] = sorted({
-            w for w in ("dynafold.fp4_quantize_sm100", "dynafold_flashinfer.rmsnorm",
+            w for w in ("dynafold_flashinfer.fp4_quantize_sm100", "dynafold_flashinfer.rmsnorm",
                         "dynafold_flashinfer.fused_add_rmsnorm", "dynafold_flashinfer.silu_and_mul",
                         f"sglang.{SPLIT_OP}") if w in code})
     return result

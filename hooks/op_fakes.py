@@ -1,0 +1,81 @@
+"""dynafold's fakes, where FlashInfer's are wrong or missing, by declared name.
+
+Data beside the rules in hooks/dormant_ops.py: each entry is the shape arithmetic of FlashInfer's
+own kernel wrapper, written once, and is checked against the kernel at its first real run like
+every other fake (hooks/fake_check.py). A fake "by parameter name" takes the declaration's
+arguments as a dict, so one rule serves every release's signature of the same kernel (FlashInfer
+appends parameters that do not change a result's shape, e.g. `is_global_scale_inversed`,
+`nvfp4_4over6_code`).
+"""
+
+import inspect
+
+import torch
+
+
+def _round_up(x, m):
+    return (x + m - 1) // m * m
+
+
+def _merge_states(v, s):
+    # FlashInfer's own fake allocates on the CPU.
+    seq_len, _, num_heads, head_dim = v.size()
+    return (v.new_empty(seq_len, num_heads, head_dim),
+            s.new_empty(seq_len, num_heads, dtype=torch.float32))
+
+
+def _fp4_quantize_sm100(values):
+    """`fp4_quantize_sm100`'s results as its wrapper allocates them: packed values
+    (*shape[:-1], K/2) uint8; scale factors 1-D uint8, rows padded to 128 (8 for the 8x4 layout)
+    and columns to 4 when swizzled, M * K / sf_vec_size otherwise. (FlashInfer's own fake gives
+    int64/int32 tensors of the unswizzled size, and lacks parameters added since.)"""
+    input = values["input"]
+    k = input.shape[-1]
+    m = input.numel() // k
+    sf_vec_size = values["sf_vec_size"]
+    if values["is_sf_swizzled_layout"]:
+        rows = 8 if values.get("is_sf_8x4_layout", False) else 128
+        sf_size = _round_up(m, rows) * _round_up(k // sf_vec_size, 4)
+    else:
+        sf_size = m * k // sf_vec_size
+    return (input.new_empty((*input.shape[:-1], k // 2), dtype=torch.uint8),
+            input.new_empty((sf_size,), dtype=torch.uint8))
+
+
+# Declared name -> a fake taking the kernel's own parameters.
+PLAIN = {
+    "flashinfer::merge_states": _merge_states,
+}
+# Declared name -> (a fake taking the arguments by parameter name, the parameters it reads).
+BY_NAME = {
+    "flashinfer::fp4_quantize_sm100": (
+        _fp4_quantize_sm100, ("input", "sf_vec_size", "is_sf_swizzled_layout")),
+}
+
+
+def override(name, kernel):
+    """dynafold's fake for the declaration `name` of `kernel`, or None when there is none (or
+    `kernel` lacks a parameter the fake reads: the declaration then keeps FlashInfer's fake,
+    whose own checks decide)."""
+    fake = PLAIN.get(name)
+    if fake is not None:
+        return fake
+    entry = BY_NAME.get(name)
+    if entry is None:
+        return None
+    rule, reads = entry
+    try:
+        sig = inspect.signature(kernel)
+    except (TypeError, ValueError):
+        return None
+    if not set(reads) <= set(sig.parameters):
+        return None
+
+    def fake(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return rule(bound.arguments)
+
+    fake.__signature__ = sig
+    fake.__name__ = f"dynafold_fake_{kernel.__name__}"
+    return fake
