@@ -165,7 +165,7 @@ def paired(xs, base):
 
 def own_time(runs):
     """dynafold's own time per process, as its finder accounts for it (overhead.rs)."""
-    parts = ("loader_ms", "fp4_path_ms", "install_ms", "observer_ms", "ops_ms")
+    parts = ("loader_ms", "install_ms", "observer_ms", "ops_ms")
     med = {k: statistics.median([r["own"].get(k, 0.0) for r in runs]) for k in parts + ("total_ms",)}
     return med["total_ms"], ", ".join(f"{k[:-3]} {med[k]:.1f}" for k in parts if med[k] > 0.05)
 

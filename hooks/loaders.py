@@ -86,7 +86,7 @@ class RewritingLoader:
             code, values = prepared
             module.__dict__.update(values)
             exec(code, module.__dict__)
-        _native.after_exec(self._name, module, job if prepared is not None else None)
+        _native.after_exec(self._name, job if prepared is not None else None)
 
     def __getattr__(self, attr):
         return getattr(self._inner, attr)

@@ -1,6 +1,9 @@
 """Issue 12, item 5, on the GPU, by hand: fp4_quantize's kernel through FlashInfer's own
 `fp4_quantize_sm100` declaration woken by dynafold (the general mechanism) against dynafold's
 earlier special path (hooks/fp4_opaque.py, `DYNAFOLD_FP4_SPECIAL=1`), one fresh process each.
+The special path was removed after this measurement (docs/gpu-run-2026-11-30-fp4-paths): its arm
+needs libraries built from commit 7084b8c, the last that had it; on later builds it measures the
+general path twice.
 
     python3 fp4_paths.py warm   # eager first (as SGLang's warm-up), then compile, capture, replay
     python3 fp4_paths.py cold   # compile before any eager call in the process

@@ -2,7 +2,8 @@
 # Issue 12, item 5, on the GPU machine (by hand, never in CI): fp4_paths.py without dynafold,
 # then with FlashInfer's own fp4 declaration woken (general) and with dynafold's special path
 # (DYNAFOLD_FP4_SPECIAL=1), in interleaved rounds of fresh processes, each with a fresh Inductor
-# cache. From the repository root, with the libraries in target/release and .whl/ carried:
+# cache (the special arm needs libraries of commit 7084b8c: see fp4_paths.py). From the
+# repository root, with the libraries in target/release and .whl/ carried:
 #   integration/gpu/fp4_paths.sh OUT_DIR [ROUNDS]
 set -uo pipefail
 out=${1:-/tmp/dynafold-fp4-paths}

@@ -290,5 +290,6 @@ def test_help_lists_every_variable(dynafold):
     r = run([dynafold, "run", "--help"], clean_env())
     text = r.stdout.decode()
     for var in ("DYNAFOLD_LOG", "DYNAFOLD_CUDA_VERSION", "DYNAFOLD_NVCC_TIMEOUT",
-                "DYNAFOLD_REPORT_DIR", "DYNAFOLD_CACHE_DIR", "DYNAFOLD_DISABLE", "DYNAFOLD_LIB"):
+                "DYNAFOLD_REPORT_DIR", "DYNAFOLD_CACHE_DIR", "DYNAFOLD_DISABLE", "DYNAFOLD_LIB",
+                "DYNAFOLD_FP4_OPAQUE", "DYNAFOLD_OPS"):
         assert f"[env: {var}" in text, var

@@ -56,7 +56,7 @@ INDUCTOR_OPS = {
 }
 
 
-def drive(tmp_path, compilers, preload=None):
+def drive(tmp_path, compilers, preload=None, **settings):
     for path, what in ((SGLANG_PYTHON, "the SGLang environment"), (FLASHINFER_DIR / ".complete",
                                                                    f"FlashInfer {FLASHINFER}")):
         assert path.exists(), f"{path} missing ({what}): run scripts/test"
@@ -72,6 +72,7 @@ def drive(tmp_path, compilers, preload=None):
         DYNAFOLD_TEST_SGLANG_CACHE=str(tmp_path / "sglang-compile"),
         TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
         TRITON_CACHE_DIR=str(tmp_path / "triton"),
+        **settings,
     )
     if preload:
         env["LD_PRELOAD"] = preload
@@ -150,3 +151,16 @@ def test_sglang_compile_with_dynafold(preload, compiler, tmp_path):
             assert procs == [], procs
     assert results[("ops", compiler)]["built"] == ["fp4_quantization_90", "norm", "silu_and_mul"]
     assert "Traceback" not in err, err[-4000:]
+
+
+def test_fp4_opaque_off_leaves_fp4s_declaration_dormant(preload, tmp_path):
+    """DYNAFOLD_FP4_OPAQUE=0: the version checks are still folded (no seed error), but
+    fp4_quantize's kernel is traced as FlashInfer ships it and stops the compile at the built
+    module's FFI call."""
+    results, err = drive(tmp_path, ["eager"], preload, DYNAFOLD_FP4_OPAQUE="0")
+    r = results[("fp4", "eager")]
+    assert not r["ok"], r
+    assert "_thread.allocate_lock" not in r["error"], r["error"]
+    # Dynamo reached the built module's kernel call (the stand-in's opaque function), inside
+    # FlashInfer's fp4_quantize_sm100 as shipped.
+    assert "CpuFp4Module.fp4_quantize" in r["error"], r["error"]

@@ -53,15 +53,11 @@ fn helper(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     Ok(helper)
 }
 
-/// Why fp4_quantize's kernel declaration stays as FlashInfer ships it, if it does.
+/// Why fp4_quantize's kernel declaration stays as FlashInfer ships it, if it does:
+/// `DYNAFOLD_FP4_OPAQUE`, read once (a bad value must be reported once).
 fn fp4_left_alone() -> Option<&'static str> {
-    if !crate::fp4_opaque::enabled() {
-        Some("DYNAFOLD_FP4_OPAQUE=0")
-    } else if crate::fp4_opaque::special() {
-        Some("covered by hooks/fp4_opaque.py (DYNAFOLD_FP4_SPECIAL=1)")
-    } else {
-        None
-    }
+    static ENABLED: OnceLock<bool> = OnceLock::new();
+    (!*ENABLED.get_or_init(dynafold_core::config::fp4_opaque)).then_some("DYNAFOLD_FP4_OPAQUE=0")
 }
 
 /// A post-import call into `hooks/dormant_ops.py`: its method, what stays as FlashInfer ships
@@ -78,7 +74,7 @@ pub struct Hook {
 pub const UTILS: Hook = Hook {
     method: "install_utils",
     left: "op declarations left dormant",
-    why: "FlashInfer ops other than fp4_quantize will not trace under fullgraph=True",
+    why: "FlashInfer ops, fp4_quantize's kernel included, will not trace under fullgraph=True",
     level: log::Level::Debug,
 };
 

@@ -12,7 +12,6 @@ mod dormant_ops;
 mod embedded;
 mod entry;
 mod finder;
-mod fp4_opaque;
 mod guard;
 mod keep_first;
 mod loader;

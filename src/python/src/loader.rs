@@ -244,16 +244,11 @@ fn finish<'py>(py: Python<'py>, job: &Bound<'py, Job>) -> PyResult<Option<Bound<
     .map(Option::flatten)
 }
 
-/// After the module body ran: records what was folded, then installs the fp4 kernel path
-/// where the module defines it. `job` is None when the ordinary loader ran the module.
+/// After the module body ran: records what was folded. `job` is None when the ordinary loader
+/// ran the module.
 #[pyfunction]
-#[pyo3(signature = (name, module, job=None))]
-fn after_exec(
-    py: Python<'_>,
-    name: &str,
-    module: &Bound<'_, PyAny>,
-    job: Option<&Bound<'_, Job>>,
-) -> PyResult<()> {
+#[pyo3(signature = (name, job=None))]
+fn after_exec(py: Python<'_>, name: &str, job: Option<&Bound<'_, Job>>) -> PyResult<()> {
     if let Some(job) = job {
         let folded = job
             .get()
@@ -267,12 +262,6 @@ fn after_exec(
             }
             log::info!("{name}: {summary}");
         }
-    }
-    if crate::fp4_opaque::is_target(name) {
-        let _timer = Timer::start(Part::Fp4Path);
-        guard::propagating(py, &format!("fp4 path of {name}"), || {
-            crate::fp4_opaque::install(py, name, module)
-        })?;
     }
     Ok(())
 }

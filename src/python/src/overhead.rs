@@ -13,8 +13,6 @@ pub enum Part {
     /// A target module: reading its source, folding, and getting its code (cache or
     /// `compile()`); the module's own execution is not ours and is left out.
     Loader,
-    /// The fp4 kernel path installed into FlashInfer's fp4 module.
-    Fp4Path,
     /// The graph-break observer started after `torch._dynamo` is imported.
     Observer,
     /// Recording FlashInfer's op declarations (after `flashinfer.utils`) and arming their
@@ -22,14 +20,8 @@ pub enum Part {
     Ops,
 }
 
-const NAMES: [&str; 5] = [
-    "install_ms",
-    "loader_ms",
-    "fp4_path_ms",
-    "observer_ms",
-    "ops_ms",
-];
-static NANOS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+const NAMES: [&str; 4] = ["install_ms", "loader_ms", "observer_ms", "ops_ms"];
+static NANOS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
 static FIND_SPEC_CALLS: AtomicU64 = AtomicU64::new(0);
 
 /// Adds the time from `start` to drop (early returns and errors included) to its part.
