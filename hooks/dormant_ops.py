@@ -97,6 +97,12 @@ EXTRA_DECLARATIONS = [
      ("out", "workspace_buffer"),
      "(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor(a4!) out, "
      "Tensor(a5!) workspace_buffer, str[] runner_names) -> ()"),
+    # fp4_quantize(..., backend="cute-dsl") -> _fp4_quantize_cute_dsl (0.6.16 on, SM100; SGLang
+    # selects it there): is_cute_dsl_available() (importlib), per-call environment reads and a
+    # CuTe DSL kernel compiled at call time (file locks), then a tvm_ffi launch. Its fake is
+    # hooks/op_fakes.py's; 0.7.2's `nvfp4_4over6` recipe object is narrowed to None (off).
+    ("flashinfer.quantization.fp4_quantization", "_fp4_quantize_cute_dsl",
+     "flashinfer::fp4_quantize_cute_dsl", (), None),
 ]
 
 class _Declared:

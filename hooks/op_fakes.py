@@ -42,6 +42,27 @@ def _fp4_quantize_sm100(values):
             input.new_empty((sf_size,), dtype=torch.uint8))
 
 
+def _fp4_quantize_cute_dsl(values):
+    """`_fp4_quantize_cute_dsl`'s results (FlashInfer 0.6.16-0.7.x, NVFP4 and MXFP4 kernels):
+    packed values (M, K/2) uint8 (inputs of more dimensions come back 2-D); scale factors
+    (rows, columns) uint8, K/sf_vec_size columns padded to 4 and rows padded to 128 (8 for the
+    8x4 layout) when swizzled, (M, K/sf_vec_size) otherwise. The same on every path its kernels
+    take (TMA or not, 4over6 or not), with one exception the fake check catches at first run:
+    0.6.16/0.7.0's NVFP4 TMA kernel, reached only with FLASHINFER_NVFP4_QUANTIZE_USE_TMA=1,
+    pads the 8x4 layout's rows to 16."""
+    input = values["input"]
+    k = input.shape[-1]
+    m = input.numel() // k
+    columns = k // values["sf_vec_size"]
+    if not values["is_sf_swizzled_layout"]:
+        rows = m
+    else:
+        rows = _round_up(m, 8 if values["is_sf_8x4_layout"] else 128)
+        columns = _round_up(columns, 4)
+    return (input.new_empty((m, k // 2), dtype=torch.uint8),
+            input.new_empty((rows, columns), dtype=torch.uint8))
+
+
 # Declared name -> a fake taking the kernel's own parameters.
 PLAIN = {
     "flashinfer::merge_states": _merge_states,
@@ -50,6 +71,10 @@ PLAIN = {
 BY_NAME = {
     "flashinfer::fp4_quantize_sm100": (
         _fp4_quantize_sm100, ("input", "sf_vec_size", "is_sf_swizzled_layout")),
+    # dynafold's own declaration (hooks/dormant_ops.py, EXTRA_DECLARATIONS).
+    "flashinfer::fp4_quantize_cute_dsl": (
+        _fp4_quantize_cute_dsl,
+        ("input", "sf_vec_size", "is_sf_swizzled_layout", "is_sf_8x4_layout")),
 }
 
 

@@ -6,7 +6,9 @@ code calls it: the operator leaves out what cannot be said (given back to FlashI
 with the one value that fits) and narrows the rest; Dynamo calls the operator for a call whose
 values fit, and traces FlashInfer's function as shipped for any other. The fake FlashInfer
 wrote is called with the parameters it takes (some rotted without the seeds, which cannot change
-a result's shape).
+a result's shape). fp4_quantize's cute-dsl kernel (dynafold's own declaration) is narrowed the
+same way: its NVFP4 "4over6" recipe object is left out, and a call with a recipe is traced as
+shipped.
 """
 
 import inspect
@@ -39,6 +41,9 @@ NARROWED = {
     "seed": (typing.Optional[int], _fits_not_a_tensor, None),
     "offset": (typing.Optional[int], _fits_not_a_tensor, None),
     "return_valid": (None, _fits_false, False),
+    # fp4_quantize's cute-dsl kernel (0.7.2 on): the resolved NVFP4 "4over6" recipe, a dataclass
+    # (no schema type); None is the recipe off, FlashInfer's default.
+    "nvfp4_4over6": (None, _fits_none, None),
 }
 # Parameters a fake may lack (added to the kernel after its fake was written) because they cannot
 # change the result's shape, dtype or strides: the random stream's position.
@@ -58,8 +63,9 @@ def is_union(hint):
 
 def needed(hints):
     """Whether a declaration with these resolved annotations needs narrowing: a Union (its
-    result's included) or a Generator parameter."""
+    result's included), a Generator parameter, or one NARROWED leaves out of the operator."""
     return any(is_union(hint) or (name != "return" and is_generator(hint))
+               or (name in NARROWED and NARROWED[name][0] is None)
                for name, hint in hints.items())
 
 

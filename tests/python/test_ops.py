@@ -215,3 +215,41 @@ def test_attention_plans_become_lists_once_a_process_compiles(preload, release, 
     assert compiled["values"] == [3, 1, 4, 1, 5]
     never = result()
     assert never["before"] == never["after"] == "Array", never
+
+
+CUTE_DSL = ROOT / "tests" / "python" / "helpers" / "trace_cute_dsl.py"
+# Input (5, 64) (and (2, 3, 64)): FlashInfer's CuTe DSL wrappers' own arithmetic
+# (quantization/kernels/nvfp4_quantize.py, mxfp4_quantize.py): values (M, K/2); scale factors
+# K/sf_vec_size columns, padded to 4 and rows to 128 (8x4: 8) when swizzled.
+CUTE_DSL_RESULTS = {
+    "nvfp4_128x4": [[5, 32], [128, 4]],
+    "nvfp4_8x4": [[5, 32], [8, 4]],
+    "nvfp4_linear": [[5, 32], [5, 4]],
+    "nvfp4_3d": [[6, 32], [128, 4]],
+    "mxfp4_128x4": [[5, 32], [128, 4]],
+    "mxfp4_linear": [[5, 32], [5, 2]],
+}
+
+
+# The cute-dsl backend arrived in 0.6.16 (after 0.6.0).
+@pytest.mark.parametrize("release", [r for r in RELEASES if r != "0.5.3"])
+def test_cute_dsl_fp4_gets_a_boundary_flashinfer_did_not_declare(preload, release, tmp_path):
+    """fp4_quantize(..., backend="cute-dsl") imports and compiles a CuTe DSL kernel at call time
+    (SGLang's choice on SM100). With dynafold's own declaration of `_fp4_quantize_cute_dsl`, it
+    traces to one operator whose fake gives FlashInfer's shapes for NVFP4 and MXFP4, every
+    layout; without, every case fails."""
+    env = clean_env(PYTHONPATH=f"{flashinfer_path(release)}:{CUTE_DSL.parent}",
+                    CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")),
+                    FLASHINFER_WORKSPACE_BASE=str(tmp_path / "fi-workspace"))
+    plain = result_of(run([str(PYTHON), str(CUTE_DSL)], env, timeout=600))
+    assert not any(c["ok"] for c in plain["cases"].values()), plain
+    r = run([str(PYTHON), str(CUTE_DSL)], dict(env, LD_PRELOAD=preload), timeout=600)
+    ours = result_of(r)
+    for name, shapes in CUTE_DSL_RESULTS.items():
+        case = ours["cases"][name]
+        assert case["ok"], (name, case.get("error"), r.stderr.decode()[-2000:])
+        assert "dynafold_flashinfer.fp4_quantize_cute_dsl.default" in case["targets"], case
+        assert [res[0] for res in case["results"]] == shapes, (name, case["results"])
+        assert all(dtype == "torch.uint8" and stride == [shape[1], 1]
+                   for shape, dtype, stride in case["results"]), case["results"]
+    assert ours["processes"] == [], ours["processes"]
