@@ -211,7 +211,7 @@ def time_us(fn, iters=200):
     return samples[len(samples) // 2], samples[len(samples) // 10], samples[(len(samples) * 9) // 10]
 
 
-def _captured(fn, x):
+def captured(fn, x):
     """`fn(x)` captured into one CUDA graph (after warm-up on a side stream, as capture
     requires); returns a callable that only replays it."""
     static_x = x.clone()
@@ -248,10 +248,10 @@ def latency(device="cuda"):
             try:
                 piecewise(x)
                 row["piecewise_graphs_us"] = time_us(lambda: piecewise(x))
-                row["compiled_captured_whole_us"] = time_us(_captured(plain, x))
+                row["compiled_captured_whole_us"] = time_us(captured(plain, x))
             except Exception as e:  # without dynafold the compile fails: say so, keep going
                 row["compile_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
-            row["eager_captured_whole_us"] = time_us(_captured(block, x))
+            row["eager_captured_whole_us"] = time_us(captured(block, x))
             row["graph_breaks"] = sum(counters["graph_break"].values())
             row = {k: ([round(v, 1) for v in val] if isinstance(val, tuple) else val) for k, val in row.items()}
             rows.append(row)

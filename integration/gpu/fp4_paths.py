@@ -26,6 +26,7 @@ STARTED = time.perf_counter()
 import flashinfer  # noqa: E402
 
 IMPORT_S = time.perf_counter() - STARTED
+from fp4_block import captured  # noqa: E402
 DEV = "cuda"
 SCALE = torch.tensor([448.0 * 6.0 / 8.0], device=DEV)
 
@@ -54,21 +55,13 @@ def eager_us(x, n=10_000):
 
 
 def replay_us(compiled, x, n=2000):
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            compiled(x)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        compiled(x)
+    replay = captured(compiled, x)
     for _ in range(50):
-        graph.replay()
+        replay()
     begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     begin.record()
     for _ in range(n):
-        graph.replay()
+        replay()
     end.record()
     torch.cuda.synchronize()
     return round(begin.elapsed_time(end) / n * 1e3, 3)

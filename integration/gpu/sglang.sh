@@ -65,7 +65,7 @@ run() {  # NAME TIMEOUT [VAR=VALUE...]: the driver over both models and both com
   mkdir -p "$out/graphs/$name"
   find "$cache/$name" -name 'computation_graph_*.py' 2>/dev/null | while read -r f; do
     rel=${f#"$cache/$name/"}
-    cp "$f" "$out/graphs/$name/${rel//\//_}"
+    cp "$f" "$out/graphs/$name/${rel//\//_}.txt"  # .txt: kept as a record, not as code
   done
 }
 # SGLang's sequence as shipped: its eager dummy forward finds the modules built above, then each

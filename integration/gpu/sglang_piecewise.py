@@ -110,6 +110,10 @@ from torch._dynamo.utils import counters  # noqa: E402
 
 import flashinfer  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from sglang_blocks import (  # noqa: E402
+    BLOCKS, INPUTS, OUTPUT_NAMES, inputs, quantize_like_sglang_sm90)
+
 from sglang.srt.compilation.compilation_config import CompilationConfig, register_split_op  # noqa: E402
 from sglang.srt.compilation.compilation_counter import compilation_counter  # noqa: E402
 from sglang.srt.compilation.compile import install_torch_compiled  # noqa: E402
@@ -151,78 +155,16 @@ HIDDEN = 2048
 SIZES = [4, 16, 64]
 
 
-def quantize_like_sglang_sm90(tensor, global_scale):
-    """SGLang 0.5.23's kvfp4_tensor.py SM90 branch: flashinfer.fp4_quantize called directly."""
-    global_scale_inv = 1.0 / global_scale
-    return flashinfer.fp4_quantize(
-        tensor,
-        global_scale_inv,
-        sf_vec_size=16,
-        sf_use_ue8m0=False,
-        is_sf_swizzled_layout=False,
-        is_sf_8x4_layout=False,
-        enable_pdl=None,
-    )
-
-
-def _weight(g, *shape):
-    return torch.nn.Parameter((torch.randn(*shape, generator=g) / shape[0] ** 0.5)
-                              .to(DEV, torch.bfloat16), requires_grad=False)
-
-
-class Fp4Block(torch.nn.Module):
-    """The activation side of an FP4 linear: a bf16 projection, its NVFP4 quantization through
-    flashinfer.fp4_quantize, the split op and a residual add."""
-
-    def __init__(self):
-        super().__init__()
-        g = torch.Generator().manual_seed(0)
-        self.proj = _weight(g, HIDDEN, HIDDEN)
-        self.register_buffer("global_scale", torch.tensor([1.0 / 8.0], device=DEV))
-
-    def forward(self, x: torch.Tensor):
-        h = x @ self.proj
-        fp4, sf = quantize_like_sglang_sm90(h, self.global_scale)
-        out = torch.empty_like(h)
-        dynafold_gpu_attention(h, out)
-        return fp4, sf, out + h
-
-
-class OpsBlock(torch.nn.Module):
-    """A decoder layer's FlashInfer calls: input RMSNorm, the split op, fused add + RMSNorm,
-    SiLU-and-mul over a gate/up projection, and the NVFP4 quantization of the result."""
-
-    def __init__(self):
-        super().__init__()
-        g = torch.Generator().manual_seed(0)
-        self.input_norm = torch.nn.Parameter(
-            (torch.rand(HIDDEN, generator=g) + 0.5).to(DEV, torch.bfloat16), requires_grad=False)
-        self.post_norm = torch.nn.Parameter(
-            (torch.rand(HIDDEN, generator=g) + 0.5).to(DEV, torch.bfloat16), requires_grad=False)
-        self.gate_up = _weight(g, HIDDEN, 4 * HIDDEN)
-        self.register_buffer("global_scale", torch.tensor([1.0 / 8.0], device=DEV))
-
-    def forward(self, x: torch.Tensor, residual: torch.Tensor):
-        h = flashinfer.rmsnorm(x, self.input_norm, 1e-6)
-        attn = torch.empty_like(h)
-        dynafold_gpu_attention(h, attn)
-        res = residual.clone()
-        flashinfer.fused_add_rmsnorm(attn, res, self.post_norm, 1e-6)
-        act = flashinfer.silu_and_mul(attn @ self.gate_up)
-        fp4, sf = quantize_like_sglang_sm90(act, self.global_scale)
-        return fp4, sf, act, res
-
-
-MODELS = {"fp4": (Fp4Block, 1), "ops": (OpsBlock, 2)}  # class, number of inputs
 FP4_OUTPUTS = (0, 1)  # the packed values and scale factors, in both models
-OUTPUT_NAMES = {"fp4": ("fp4", "sf", "out"), "ops": ("fp4", "sf", "act", "res")}
+
+
+def make(name):
+    return BLOCKS[name](dynafold_gpu_attention, HIDDEN, DEV)
 
 
 def values(name, n, seed):
     """Fresh inputs for `n` tokens (made on the CPU so they do not depend on CUDA's RNG)."""
-    g = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(n, HIDDEN, generator=g).to(DEV, torch.bfloat16)
-                 for _ in range(MODELS[name][1]))
+    return inputs(name, n, HIDDEN, DEV, seed)
 
 
 def load(static, vals):
@@ -387,10 +329,10 @@ def run_case(name, compiler, root):
     result = {"model": name, "compiler": compiler, "sizes": SIZES}
     timings = {}
     try:
-        model = MODELS[name][0]()
+        model = make(name)
         # SGLang's runner allocates its input buffers once, at the largest size.
         static = [torch.zeros(max(SIZES), HIDDEN, device=DEV, dtype=torch.bfloat16)
-                  for _ in range(MODELS[name][1])]
+                  for _ in range(INPUTS[name])]
         warm = compile_pass(model, name, compiler, static)
         timings["compile_s"] = round(time.monotonic() - started, 1)
         backends = new_backends()  # SGLangBackend made them while compiling

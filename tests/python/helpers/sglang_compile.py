@@ -79,6 +79,10 @@ from sglang.srt.model_executor.runner_backend_utils.tc_piecewise_cuda_graph impo
 )
 from sglang.srt.utils.custom_op import register_custom_op  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "integration"))
+from sglang_blocks import BLOCKS, inputs  # noqa: E402
+
 IMPORTED_S = time.monotonic() - STARTED
 FP4_MODULE = sys.modules[flashinfer.fp4_quantize.__module__]
 
@@ -194,71 +198,14 @@ _cpu_lib.impl(SPLIT_OP, _attention_kernel, "CPU")
 HIDDEN = 64
 
 
-def quantize_like_sglang_sm90(tensor, global_scale):
-    """SGLang 0.5.23's kvfp4_tensor.py SM90 branch: flashinfer.fp4_quantize called directly."""
-    global_scale_inv = 1.0 / global_scale
-    return flashinfer.fp4_quantize(
-        tensor,
-        global_scale_inv,
-        sf_vec_size=16,
-        sf_use_ue8m0=False,
-        is_sf_swizzled_layout=False,
-        is_sf_8x4_layout=False,
-        enable_pdl=None,
-    )
+def make(name):
+    return BLOCKS[name](dynafold_test_attention, HIDDEN, "cpu")
 
 
-class Fp4Block(torch.nn.Module):
-    """Quantizes the hidden states to NVFP4 through flashinfer.fp4_quantize, around the split op."""
-
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("global_scale", torch.tensor([1.0 / 8.0]))
-
-    def forward(self, x: torch.Tensor):
-        h = x * 2
-        fp4, sf = quantize_like_sglang_sm90(h, self.global_scale)
-        out = torch.empty_like(h)
-        dynafold_test_attention(h, out)
-        return fp4, sf, out + h
+def values(name, n):
+    return inputs(name, n, HIDDEN, "cpu", n)
 
 
-class OpsBlock(torch.nn.Module):
-    """A decoder layer's FlashInfer calls: input RMSNorm, the split op, fused add + RMSNorm,
-    SiLU-and-mul over a gate/up projection, and the NVFP4 quantization of the result."""
-
-    def __init__(self):
-        super().__init__()
-        g = torch.Generator().manual_seed(0)
-        self.input_norm = torch.nn.Parameter(torch.rand(HIDDEN, generator=g).to(torch.bfloat16) + 0.5,
-                                             requires_grad=False)
-        self.post_norm = torch.nn.Parameter(torch.rand(HIDDEN, generator=g).to(torch.bfloat16) + 0.5,
-                                            requires_grad=False)
-        self.gate_up = torch.nn.Parameter(
-            (torch.randn(HIDDEN, 4 * HIDDEN, generator=g) / HIDDEN ** 0.5).to(torch.bfloat16),
-            requires_grad=False)
-        self.register_buffer("global_scale", torch.tensor([1.0 / 8.0]))
-
-    def forward(self, x: torch.Tensor, residual: torch.Tensor):
-        h = flashinfer.rmsnorm(x, self.input_norm, 1e-6)
-        attn = torch.empty_like(h)
-        dynafold_test_attention(h, attn)
-        res = residual.clone()
-        flashinfer.fused_add_rmsnorm(attn, res, self.post_norm, 1e-6)
-        act = flashinfer.silu_and_mul(attn @ self.gate_up)
-        fp4, sf = quantize_like_sglang_sm90(act, self.global_scale)
-        return fp4, sf, act, res
-
-
-def inputs(name, n):
-    g = torch.Generator().manual_seed(n)
-    x = torch.randn(n, HIDDEN, generator=g).to(torch.bfloat16)
-    if name == "fp4":
-        return (x,)
-    return (x, torch.randn(n, HIDDEN, generator=g).to(torch.bfloat16))
-
-
-MODELS = {"fp4": Fp4Block, "ops": OpsBlock}
 SIZES = [4, 8, 16]
 
 
@@ -279,20 +226,20 @@ sys.addaudithook(_audit)
 def compile_pass(name, compiler, cache_dir):
     """SGLang's _run_compile_pass over one model; returns the compiled outputs per size."""
     os.environ["SGLANG_CACHE_DIR"] = cache_dir
-    model = MODELS[name]()
+    model = make(name)
     config = CompilationConfig(SIZES, compiler)
     outputs = {}
     with enable_tc_piecewise_cuda_graph():
         # "Dummy warmup for jit kernel": eager, at the smallest size; FlashInfer builds its
         # modules here.
-        model(*inputs(name, SIZES[0]))
+        model(*values(name, SIZES[0]))
         install_torch_compiled(model, compile_config=config, fullgraph=True,
                                graph_pool=torch.cuda.graph_pool_handle())
         COMPILING[0] = True
         try:
             with enable_torch_compile_warmup():
                 for n in reversed(SIZES):
-                    outputs[n] = model(*inputs(name, n))
+                    outputs[n] = model(*values(name, n))
         finally:
             COMPILING[0] = False
     return model, outputs
@@ -327,7 +274,7 @@ def run_case(name, compiler, root):
                              for k in vars(compilation_counter)}
     # Eager reference: outside enable_tc_piecewise_cuda_graph() SGLang's trampoline runs the
     # original forward.
-    eager = {n: model(*inputs(name, n)) for n in SIZES}
+    eager = {n: model(*values(name, n)) for n in SIZES}
     result["equal_to_eager"] = {n: same(compiled[n], eager[n]) for n in SIZES}
     result["nonzero_fp4"] = {n: int(eager[n][0].count_nonzero()) for n in SIZES}
     # SGLangBackend writes the split graph it compiled to
