@@ -27,6 +27,13 @@ SGLANG_FLASHINFER=0.7.2
 SGLANG_DEPS="apache-tvm-ffi==0.1.11 orjson psutil pybase64 pillow starlette msgspec pydantic pyzmq aiohttp"
 SGLANG_VENV="$DYNAFOLD_CACHE/venv-sglang$SGLANG_VERSION-torch$SGLANG_TORCH_VERSION"
 
+# FlashInfer's CuTe DSL kernel modules import `cutlass` (nvidia-cutlass-dsl) at the top: the
+# check of dynafold's cute-dsl fake against FlashInfer's own shape arithmetic
+# (tests/python/test_cute_dsl_fake.py) runs in an environment with it, layered over the torch
+# one by a .pth file, so torch is not installed twice.
+CUTLASS_DSL_VERSION=4.8.1
+CUTLASS_VENV="$DYNAFOLD_CACHE/venv-cutlass-dsl$CUTLASS_DSL_VERSION-torch$TORCH_VERSION"
+
 log() { printf '[dynafold setup] %s\n' "$*" >&2; }
 
 # What the tests need besides torch and FlashInfer's dependencies (the wheel is linked by zig
@@ -89,5 +96,19 @@ ensure_sglang_venv() {
   fresh_venv "$py" "$venv" || return 1
   "$venv/bin/python" -m pip install -q "torch==$SGLANG_TORCH_VERSION" $FLASHINFER_DEPS $SGLANG_DEPS pytest || return 1
   "$venv/bin/python" -m pip install -q --no-deps "sglang==$SGLANG_VERSION" || return 1
+  touch "$venv/.complete"
+}
+
+# ensure_cutlass_venv: nvidia-cutlass-dsl $CUTLASS_DSL_VERSION over the torch environment.
+ensure_cutlass_venv() {
+  local venv=$CUTLASS_VENV under own
+  if [ -x "$venv/bin/python" ] && [ -f "$venv/.complete" ]; then return 0; fi
+  log "creating $venv (nvidia-cutlass-dsl $CUTLASS_DSL_VERSION over $VENV; first time only)"
+  # The torch environment's interpreter: the .pth below needs the same CPython.
+  fresh_venv "$VENV/bin/python" "$venv" || return 1
+  under=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') || return 1
+  own=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') || return 1
+  printf '%s\n' "$under" > "$own/dynafold-torch-venv.pth"
+  "$venv/bin/python" -m pip install -q "nvidia-cutlass-dsl==$CUTLASS_DSL_VERSION" || return 1
   touch "$venv/.complete"
 }
