@@ -253,3 +253,43 @@ def test_cute_dsl_fp4_gets_a_boundary_flashinfer_did_not_declare(preload, releas
         assert all(dtype == "torch.uint8" and stride == [shape[1], 1]
                    for shape, dtype, stride in case["results"]), case["results"]
     assert ours["processes"] == [], ours["processes"]
+
+
+DECLARED_TWICE = r"""
+import json, torch, flashinfer.utils as utils
+
+def build(scale):
+    # As FlashInfer's JIT loaders do (fp4_quantize_sm100 per SM backend): the same declared
+    # name, a new function closing over what that build loaded.
+    @utils.register_custom_op("flashinfer::dynafold_twice", mutates_args=())
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        return x * scale
+
+    @utils.register_fake_op("flashinfer::dynafold_twice")
+    def _(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(x)
+    return twice
+
+first, second = build(2.0), build(3.0)
+targets = []
+
+def backend(gm, inputs):
+    targets.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+    return gm.forward
+
+x = torch.ones(3)
+out = torch.compile(lambda x: (first(x), second(x)), fullgraph=True, backend=backend)(x)
+print("RESULT " + json.dumps({"targets": targets, "values": [t.tolist() for t in out]}))
+"""
+
+
+def test_a_declaration_made_again_by_another_build_gets_an_operator_of_its_own(preload, tmp_path):
+    """FlashInfer declares some ops inside its JIT loaders, once per build (fp4_quantize_sm100
+    per SM backend): each build's function becomes an operator of its own, running that
+    build's kernel."""
+    env = clean_env(PYTHONPATH=flashinfer_path("0.6.16"),
+                    CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")), LD_PRELOAD=preload)
+    got = result_of(run([str(PYTHON), "-c", DECLARED_TWICE], env, timeout=300))
+    assert got["targets"] == ["dynafold_flashinfer.dynafold_twice.default",
+                              "dynafold_flashinfer.dynafold_twice_1.default"], got
+    assert got["values"] == [[2.0, 2.0, 2.0], [3.0, 3.0, 3.0]], got
