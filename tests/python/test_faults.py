@@ -11,7 +11,6 @@ the child with CAP_DAC_OVERRIDE/CAP_DAC_READ_SEARCH/CAP_FOWNER dropped (setpriv)
 apply to it as they would to an ordinary server account. "Full" is a file-size limit
 (RLIMIT_FSIZE: writes fail with EFBIG as they fail with ENOSPC on a full disk; CPython ignores
 SIGXFSZ)."""
-import json
 import os
 import re
 import resource
@@ -22,7 +21,7 @@ import textwrap
 import pytest
 
 from conftest import clean_env, run
-from test_fold import CACHE, HELPER, PYTHON, answers, flashinfer_path, nvcc_script, release_text, toolkit
+from test_fold import PYTHON, answers, flashinfer_path, nvcc_script, release_text, toolkit
 
 UNPRIVILEGED = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner"]
 IMPORT = (

@@ -2,7 +2,6 @@
 piecewise backend shaped like SGLang's, without and with dynafold (through LD_PRELOAD, as a
 user would), across FlashInfer releases and fake nvcc releases."""
 import json
-import os
 import pathlib
 import subprocess
 

@@ -13,7 +13,6 @@ Every case runs the same script without the preload too, as the baseline it must
 import os
 import pathlib
 import subprocess
-import time
 
 import pytest
 

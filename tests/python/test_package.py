@@ -7,7 +7,6 @@ import os
 import pathlib
 import platform
 import re
-import shutil
 import subprocess
 import sys
 import venv

@@ -1,8 +1,6 @@
 """Issue 2: the preload library is inert in every non-Python process and installs exactly one
 DynafoldFinder, first on sys.meta_path, in every way a Python process can start."""
 import json
-import os
-import pathlib
 import shutil
 import sys
 import textwrap
@@ -134,7 +132,7 @@ def test_invalid_settings_get_one_line_and_the_default(preload):
     assert len(lines) == 2, lines
     assert "DYNAFOLD_DISABLE='maybe'" in lines[0] or "DYNAFOLD_DISABLE=\"maybe\"" in lines[0]
     assert "DYNAFOLD_LOG=\"loud\"" in lines[1]
-    assert all(l.startswith(f"dynafold[") and " WARN: " in l for l in lines)
+    assert all(l.startswith("dynafold[") and " WARN: " in l for l in lines)
 
 
 def test_log_lines_carry_name_pid_and_level(preload):
