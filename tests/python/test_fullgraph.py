@@ -12,6 +12,13 @@ from test_fold import BASE_PATH, PYTHON, RELEASES, flashinfer_path, release_text
 
 SEED_ERROR = "Attempted to call function marked as skipped"
 
+# The inline programs' record of the processes started while `compiling[0]` is set.
+RECORD_POPENS = """
+compiling = [False]
+popens = []
+sys.addaudithook(lambda ev, a: popens.append(str(a[0])) if ev == "subprocess.Popen" and compiling[0] else None)
+"""
+
 BRANCHES = """
 import json, sys, torch
 sys.path.insert(0, {integration!r})
@@ -26,10 +33,7 @@ def forward(x):
     if get_cuda_version().major >= 13:
         y = y + 100
     return y + 10 * len([f for f in flags if f])
-
-compiling = [False]
-popens = []
-sys.addaudithook(lambda ev, a: popens.append(str(a[0])) if ev == "subprocess.Popen" and compiling[0] else None)
+{record_popens}
 backend = PiecewiseBackend()
 compiled = torch.compile(forward, fullgraph=True, backend=backend)
 compiling[0] = True
@@ -75,7 +79,7 @@ def run_program(source, release, cuda_home, preload=None, extra=None, tmp=None):
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_version_branches_compile_under_fullgraph(preload, release, tmp_path):
-    source = BRANCHES.format(integration=str(ROOT / "integration"))
+    source = BRANCHES.format(integration=str(ROOT / "integration"), record_popens=RECORD_POPENS)
     home = toolkit(tmp_path, "c128", release_text("12.8"))
     plain, _ = run_program(source, release, home)
     assert not plain["ok"] and SEED_ERROR in plain["error"], plain
@@ -119,17 +123,15 @@ def test_fp4_kernel_not_built_says_what_to_do(preload, release, tmp_path):
 import importlib, json, sys, torch
 import flashinfer
 mod = importlib.import_module(flashinfer.fp4_quantize.__module__)
-tracing = [False]
-ran = []
-sys.addaudithook(lambda ev, a: ran.append(str(a[0])) if ev == "subprocess.Popen" and tracing[0] else None)
+""" + RECORD_POPENS + """
 def forward(x):
     return mod.get_fp4_quantization_module("90").fp4_quantize_sm100(x)[0]
 try:
-    tracing[0] = True
+    compiling[0] = True
     torch.compile(forward, fullgraph=True, backend="eager")(torch.ones(4, 32, dtype=torch.bfloat16))
     print("RESULT " + json.dumps({"ok": True}))
 except Exception as e:
-    print("RESULT " + json.dumps({"ok": False, "error": str(e), "ran": ran}))
+    print("RESULT " + json.dumps({"ok": False, "error": str(e), "popens": popens}))
 """
     home = toolkit(tmp_path, "c", release_text("12.8"))
     ours, err = run_program(source, release, home, preload)
@@ -137,4 +139,4 @@ except Exception as e:
     assert "get_fp4_quantization_module('90'), whose JIT module is not built" in ours["error"], ours
     assert "Call the FlashInfer op once eagerly" in ours["error"], ours
     assert SEED_ERROR not in ours["error"], ours
-    assert ours["ran"] == [], ours
+    assert ours["popens"] == [], ours
