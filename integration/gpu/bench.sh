@@ -7,11 +7,8 @@
 set -uo pipefail
 what=${1:-all}
 shift || true
-root=$(cd "$(dirname "$0")/../.." && pwd)
-source "$root/integration/gpu/wheels.sh"
-lib="$root/target/release/libdynafold.so"
-install_wheels /tmp/site "$root"/.whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+source "$(dirname "$0")/wheels.sh"
+use_wheels /tmp/site "$root"/.whl/*.whl || exit 1
 if [ "$what" != bench ]; then
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   echo "== nvcc --version, five runs (what dynafold's fold runs once per process)"

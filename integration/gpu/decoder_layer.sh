@@ -13,12 +13,9 @@ set -uo pipefail
 out=${1:-/tmp/dynafold-decoder-layer}
 shift || true
 mkdir -p "$out"
-root=$(cd "$(dirname "$0")/../.." && pwd)
-source "$root/integration/gpu/wheels.sh"
-lib="$root/target/release/libdynafold.so"
+source "$(dirname "$0")/wheels.sh"
 site=${SITE:-/tmp/site}
-install_wheels "$site" "$root"/.whl/*.whl || exit 1
-export PYTHONPATH="$site" PYTHONUNBUFFERED=1
+use_wheels "$site" "$root"/.whl/*.whl || exit 1
 cd "$root/integration/gpu"
 show='^(ENV|OPS|BREAKS|LAYER|WOKEN)'
 echo "== FlashInfer JIT builds"

@@ -9,11 +9,8 @@ set -uo pipefail
 out=${1:-/tmp/dynafold-fp4-paths}
 rounds=${2:-3}
 mkdir -p "$out"
-root=$(cd "$(dirname "$0")/../.." && pwd)
-source "$root/integration/gpu/wheels.sh"
-lib="$root/target/release/libdynafold.so"
-install_wheels /tmp/site "$root"/.whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+source "$(dirname "$0")/wheels.sh"
+use_wheels /tmp/site "$root"/.whl/*.whl || exit 1
 cd "$root/integration/gpu"
 python3 -c 'import torch, flashinfer; print("torch", torch.__version__, "flashinfer", flashinfer.__version__, torch.cuda.get_device_name())' | tee "$out/env.txt"
 

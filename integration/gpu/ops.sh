@@ -10,13 +10,10 @@ out=${1:-/tmp/dynafold-ops}
 what=${2:-all}
 shift 2 || exit 2
 mkdir -p "$out"
-root=$(cd "$(dirname "$0")/../.." && pwd)
-source "$root/integration/gpu/wheels.sh"
-lib="$root/target/release/libdynafold.so"
+source "$(dirname "$0")/wheels.sh"
 site=${SITE:-/tmp/site-$(basename "$1" .whl)}
 shards=${SHARDS:-4}
-install_wheels "$site" "$@" || exit 1
-export PYTHONPATH=$site PYTHONUNBUFFERED=1
+use_wheels "$site" "$@" || exit 1
 cd "$root/integration/gpu"
 python3 -c 'import torch, flashinfer; print("torch", torch.__version__, "flashinfer", flashinfer.__version__, torch.cuda.get_device_name())' | tee "$out/env.txt"
 

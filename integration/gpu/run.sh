@@ -8,11 +8,8 @@
 set -uo pipefail
 out=${1:-${OUT:-/tmp/dynafold-gpu}}
 mkdir -p "$out"
-root=$(cd "$(dirname "$0")/../.." && pwd)
-source "$root/integration/gpu/wheels.sh"
-lib="$root/target/release/libdynafold.so"
-install_wheels /tmp/site "$root"/.whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+source "$(dirname "$0")/wheels.sh"
+use_wheels /tmp/site "$root"/.whl/*.whl || exit 1
 cd "$root/integration/gpu"
 {
   date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

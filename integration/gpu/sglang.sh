@@ -16,9 +16,7 @@ set -uo pipefail
 out=${1:-/tmp/dynafold-sglang}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-root=$(cd "$(dirname "$0")/../.." && pwd)
-source "$root/integration/gpu/wheels.sh"
-lib="$root/target/release/libdynafold.so"
+source "$(dirname "$0")/wheels.sh"
 fi_site=${FLASHINFER_SITE:-/tmp/site}
 cache=/tmp/dynafold-sglang-cache
 install_wheels /tmp/site "$root"/.whl/*.whl || exit 1
