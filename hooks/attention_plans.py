@@ -1,18 +1,29 @@
-"""Keeps FlashInfer's attention plans in a form Dynamo can pass to an operator.
+"""FlashInfer's attention plans, as graph data under compile.
 
-FlashInfer's attention wrappers keep what `plan()` computed for `run()` in `_plan_info`: a
-tvm_ffi Array since 0.6, which Dynamo cannot hand to the woken run operators (`int[]
-plan_info_vec`): every wrapper's `run()` failed to trace on it. Once a process compiles, each
-wrapper's plan info is kept as a list of the same ints (tvm_ffi takes the list in eager calls
-too); wrappers planned before the first compile are remembered, weakly, and converted when it
-starts. A process that never compiles keeps FlashInfer's Arrays.
+FlashInfer's attention wrappers keep what planning computed for `run()` in `_plan_info` (POD:
+`_plan_info_p`, `_plan_info_d`): a tvm_ffi Array since 0.6, a list before. Neither can reach a
+compiled graph well: Dynamo cannot pass an Array to an operator at all, and a list of ints
+becomes constants of the graph, each guarded, so every new plan (FlashInfer's plan holds the
+token count and padded batch size) recompiles, and under `fullgraph=True` the ninth one fails.
+
+So the plan is handled where it is set, whoever sets it (`plan()`, `begin_forward`, SGLang's
+`fast_decode_plan`, a subclass): each such attribute of a wrapper class becomes a property.
+Setting it keeps FlashInfer's value for eager calls and, once the process compiles, an int64
+CPU tensor of the same ints; reading it gives FlashInfer's value, except while Dynamo traces,
+where it gives the tensor, a graph input like any other (guarded on its length, never on its
+values). The woken run operators take that tensor (`plan_info_vec`, hooks/op_narrowing.py) and
+hand FlashInfer its list. Wrappers planned before the first compile are remembered, weakly, and
+get their tensor when it starts. A process that never compiles keeps FlashInfer's values and
+pays one property call per read.
 
 `install(module)` runs right after a module defining such wrappers has executed; the op
-declarations' `wake_pending` calls `become_lists()` at each compile start.
+declarations' `wake_pending` calls `become_data()` at each compile start.
 """
 
-import functools
-import inspect
+import torch
+
+# Attributes of a wrapper that hold a plan: `_plan_info` and its POD variants.
+PREFIX = "_plan_info"
 
 
 def install(module):
@@ -22,70 +33,102 @@ def install(module):
     for name, cls in list(vars(module).items()):
         if not isinstance(cls, type) or cls.__module__ != module.__name__:
             continue
-        plan = cls.__dict__.get("plan")
-        if not inspect.isfunction(plan) or not any(
-                inspect.isfunction(f) and "_plan_info" in f.__code__.co_names
-                for f in vars(cls).values()):
+        attrs = sorted(_plan_attributes(cls))
+        if not attrs:
             continue
-        kept_plan = _keeping_plan(plan)
-        for attr, value in list(vars(cls).items()):
-            if value is plan:  # `plan` and its aliases (`begin_forward`)
-                setattr(cls, attr, kept_plan)
+        for attr in attrs:
+            if not isinstance(cls.__dict__.get(attr), property):
+                setattr(cls, attr, _plan_property(attr))
         kept.append(name)
     if not kept:
         return None
-    return f"the plans of {', '.join(kept)} kept for the woken run operators"
+    return f"the plans of {', '.join(kept)} kept as graph data for the woken run operators"
 
 
-# Wrappers planned before the first compile (weakly), and whether plans are now kept as lists.
+def _plan_attributes(cls):
+    """The `_plan_info*` attributes the class's own methods assign or read."""
+    found = set()
+    for value in vars(cls).values():
+        code = getattr(value, "__code__", None)
+        if code is None:
+            continue
+        found.update(n for n in code.co_names
+                     if n == PREFIX or (n.startswith(PREFIX + "_") and n[len(PREFIX) + 1:].isalnum()))
+    return found
+
+
+# Wrappers planned before the first compile (weakly), and whether the process compiles now.
 _planned = None
-_plans_as_lists = [False]
+_compiling = [False]
 
 
-def _keeping_plan(plan):
-    def kept_plan(self, *args, **kwargs):
-        result = plan(self, *args, **kwargs)
-        if _plans_as_lists[0]:
-            _plan_as_list(self)
+def _plan_property(attr):
+    raw, data = f"_dynafold{attr}", f"_dynafold{attr}_data"
+
+    def get(self):
+        if torch.compiler.is_compiling():
+            tensor = getattr(self, data, None)
+            if tensor is not None:
+                return tensor
+        return getattr(self, raw)
+
+    def set(self, value):
+        setattr(self, raw, value)
+        if _compiling[0]:
+            setattr(self, data, as_data(value))
         else:
-            remember(self)
-        return result
+            setattr(self, data, None)
+            _remember(self)
 
-    functools.update_wrapper(kept_plan, plan)
-    return kept_plan
+    def delete(self):
+        delattr(self, raw)
+        setattr(self, data, None)
+
+    get.__name__ = set.__name__ = delete.__name__ = attr
+    return property(get, set, delete, f"FlashInfer's {attr}, graph data under compile (dynafold)")
 
 
-def remember(wrapper):
+def as_data(value):
+    """An int64 CPU tensor of the plan's ints, or None when it is not a sequence of ints
+    (None itself, a backend's own plan object)."""
+    if value is None or isinstance(value, (str, bytes, torch.Tensor)):
+        return None
+    try:
+        values = list(value)
+    except TypeError:
+        return None
+    if not all(type(v) is int for v in values):
+        return None
+    return torch.tensor(values, dtype=torch.int64)
+
+
+def _remember(wrapper):
     global _planned
     if _planned is None:
         import weakref
         _planned = weakref.WeakSet()
     try:
         _planned.add(wrapper)
-    except TypeError:  # a wrapper that cannot be weakly referenced stays as it is
+    except TypeError:  # a wrapper that cannot be weakly referenced gets its tensor at next plan
         pass
 
 
-def _plan_as_list(wrapper):
-    """The wrapper's plan info as a list of ints, when it is a sequence of ints that is not one."""
-    info = getattr(wrapper, "_plan_info", None)
-    if info is None or isinstance(info, list):
+def become_data():
+    """At the first compile start: from now on plans are kept as tensors too, and so are the
+    plans made before."""
+    if _compiling[0]:
         return
-    try:
-        values = list(info)
-    except TypeError:
-        return
-    if all(type(v) is int for v in values):
-        wrapper._plan_info = values
-
-
-def become_lists():
-    """At the first compile start: from now on plans are kept as lists, and so are the plans
-    made before."""
-    if _plans_as_lists[0]:
-        return
-    _plans_as_lists[0] = True
+    _compiling[0] = True
     for wrapper in list(_planned or ()):
-        _plan_as_list(wrapper)
+        for attr in _plan_attributes(type(wrapper)) | _inherited(type(wrapper)):
+            try:
+                setattr(wrapper, f"_dynafold{attr}_data", as_data(getattr(wrapper, attr)))
+            except AttributeError:
+                continue
     if _planned is not None:
         _planned.clear()
+
+
+def _inherited(cls):
+    return {name for klass in cls.__mro__ for name, value in vars(klass).items()
+            if isinstance(value, property) and name.startswith(PREFIX)}

@@ -55,6 +55,7 @@ import torch
 # dynafold's other hooks, loaded before this one (src/python/src/dormant_ops.rs).
 import _dynafold_attention_plans as attention_plans
 import _dynafold_fake_check as fake_check
+import _dynafold_op_corrections as op_corrections
 import _dynafold_op_fakes as op_fakes
 import _dynafold_op_narrowing as op_narrowing
 
@@ -62,10 +63,12 @@ _log = logging.getLogger("dynafold")
 
 NAMESPACE = "dynafold_flashinfer"
 _lib = None
-# (name, fn, mutates_args, schema, module) in declaration order, not yet woken.
+# Declarations (_Declared) in declaration order, not yet woken.
 _pending = []
-# "flashinfer::NAME" -> the fake FlashInfer declared for it.
-_fakes = {}
+# Every declaration recorded, woken or not (for status and tests), in declaration order.
+_declarations = []
+# "flashinfer::NAME" -> fakes declared before their op (paired with the next declaration).
+_unpaired = {}
 # module name -> {"woken": n, "skipped": {reason: n}}
 _status = {}
 # "flashinfer::NAME" -> [(operator, FlashInfer's function)], once defined.
@@ -106,7 +109,10 @@ EXTRA_DECLARATIONS = [
 ]
 
 class _Declared:
-    __slots__ = ("name", "fn", "mutates_args", "schema", "module")
+    """One `register_custom_op` declaration and the fake declared with it: a second build of a
+    loader declares the same name again with its own function and its own fake, so a fake
+    belongs to a declaration, not to a name."""
+    __slots__ = ("name", "fn", "mutates_args", "schema", "module", "fake")
 
     def __init__(self, name, fn, mutates_args, schema):
         self.name = name
@@ -114,6 +120,33 @@ class _Declared:
         self.mutates_args = mutates_args
         self.schema = schema
         self.module = getattr(fn, "__module__", None) or "?"
+        self.fake = None
+
+
+def _declare(declared):
+    waiting = _unpaired.get(declared.name)
+    if waiting:
+        declared.fake = waiting.pop(0)
+    _pending.append(declared)
+    _declarations.append(declared)
+
+
+def _declare_fake(name, fake):
+    """Pairs `fake` with the latest declaration of `name` that has none (FlashInfer declares the
+    fake right after its op, inside the same loader call), else keeps it for the next one."""
+    for declared in reversed(_declarations):
+        if declared.name == name:
+            if declared.fake is None:
+                declared.fake = fake
+                return
+            break
+    _unpaired.setdefault(name, []).append(fake)
+
+
+def declared_fake(name, index=0):
+    """The fake FlashInfer declared with the `index`-th declaration of `name` (for tests)."""
+    matches = [d.fake for d in _declarations if d.name == name] + _unpaired.get(name, [])
+    return matches[index] if index < len(matches) else None
 
 
 def _expected_shape(original_op, original_fake):
@@ -152,13 +185,13 @@ def install_utils(utils):
 
     def register_custom_op(name, fn=None, /, *, mutates_args, device_types=None, schema=None):
         def declare(f):
-            _pending.append(_Declared(name, f, mutates_args, schema))
+            _declare(_Declared(name, f, mutates_args, schema))
             return f
         return declare
 
     def register_fake_op(name, fn=None):
         def declare(f):
-            _fakes.setdefault(name, f)
+            _declare_fake(name, f)
             return f
         return declare
 
@@ -227,8 +260,10 @@ class Unsupported(Exception):
 
 def arm():
     """Has `wake_pending` called at the start of every compile, once torch._dynamo is
-    imported: through the graph-break observer's compile-start signal, which outlives
-    `torch._dynamo.reset()`, and through Dynamo's own start callbacks, which do not."""
+    imported: through Dynamo's own start callbacks, kept registered across
+    `torch._dynamo.reset()` (which clears them), and through the graph-break observer's
+    compile-start signal. Neither depends on logging alone: `logging.disable` silences the
+    observer's signal, not Dynamo's callbacks."""
     global _armed
     if _armed:
         return
@@ -236,13 +271,33 @@ def arm():
     if observer is not None:
         observer.on_compile_start(wake_pending)
     from torch._dynamo.callback import callback_handler
-    callback_handler.register_start_callback(wake_pending)
+    _keep_registered(callback_handler, wake_pending)
     _armed = True
+
+
+def _keep_registered(handler, callback):
+    """Registers `callback` as a compile-start callback of `handler` and again after each of
+    its `clear()` calls (`torch._dynamo.reset()` makes one)."""
+    handler.register_start_callback(callback)
+    clear = handler.clear
+    if getattr(clear, "_dynafold_keeps", None) is not None:
+        clear._dynafold_keeps.append(callback)
+        return
+
+    def clear_then_register(*args, **kwargs):
+        result = clear(*args, **kwargs)
+        for kept in clear_then_register._dynafold_keeps:
+            handler.register_start_callback(kept)
+        return result
+
+    clear_then_register._dynafold_keeps = [callback]
+    functools.update_wrapper(clear_then_register, clear)
+    handler.clear = clear_then_register
 
 
 def wake_pending(*_args):
     """At each compile start: wakes what was declared since the last one."""
-    attention_plans.become_lists()
+    attention_plans.become_data()
     if not _pending and not _api_pending and len(sys.modules) == _scanned[0]:
         return
     _declare_extras()
@@ -284,7 +339,7 @@ def _declare_extras():
         if schema is not None and list(inspect.signature(fn).parameters) != _schema_names(schema):
             _log.debug("dynafold: %s.%s's parameters changed; no boundary", module_name, attr)
             continue
-        _pending.append(_Declared(name, fn, mutates, schema))
+        _declare(_Declared(name, fn, mutates, schema))
 
 
 _extras_declared = set()
@@ -326,50 +381,117 @@ def _returns_nothing(hints):
     return "return" in hints and hints["return"] is type(None)
 
 
-def _plan(declared):
-    """(operator name, schema, fake, narrowing or None) for a declaration that can become a
-    correct operator, else the reason it cannot, as one short line."""
-    fn = declared.fn
-    if declared.name in LEFT_ALONE:
-        return LEFT_ALONE[declared.name]
-    op_name = _op_name(declared)
-    if op_name is None:
-        return "name is not namespace::identifier"
+class _Operator:
+    """How one declaration becomes operators: its name, its variants (narrowing or None,
+    schema, fake; one operator each, several for a Union parameter split by member), the
+    parameters it may write, whether it is seeded and which parameter its result is (an
+    aliased result, woken as a mutation)."""
+    __slots__ = ("name", "variants", "mutable", "seeded", "returns_argument")
+
+    def __init__(self, **fields):
+        for field in self.__slots__:
+            setattr(self, field, fields.get(field))
+
+
+def _mutated(declared, correction, params):
+    """The parameters the operator declares mutable: FlashInfer's `mutates_args`, plus what
+    hooks/op_corrections.py adds; a reason instead when FlashInfer's cannot be read."""
     mutates = declared.mutates_args
     if isinstance(mutates, str):
         mutates = (mutates,) if mutates != "unknown" else mutates
     if mutates == "unknown":
         return "mutates_args='unknown'"
     # FlashInfer writes `mutates_args=("")` (a string, not a tuple) for "mutates nothing".
-    mutates = tuple(m for m in mutates if m)
+    mutates = [m for m in mutates if m]
+    extra = list(correction.get("also_mutates", ()))
+    if correction.get("returns_argument"):
+        extra.append(correction["returns_argument"])
+    missing = [m for m in extra if m not in params]
+    if missing:
+        return f"correction names parameters the kernel lacks ({', '.join(missing)})"
+    return tuple(dict.fromkeys(mutates + extra))
+
+
+def _is_seeded(correction, params, hints):
+    """Whether the kernel draws from the random generator: it takes one (FlashInfer's sampling
+    ops, whose seed and offset default to the generator's), or hooks/op_corrections.py says so."""
+    return bool(correction.get("seeded")) or any(
+        name == "generator" or op_narrowing.is_generator(hints.get(name)) for name in params)
+
+
+def _plan(declared):
+    """How a declaration becomes correct operators (an _Operator), else the reason it cannot,
+    as one short line."""
+    fn = declared.fn
+    if declared.name in LEFT_ALONE:
+        return LEFT_ALONE[declared.name]
+    op_name = _op_name(declared)
+    if op_name is None:
+        return "name is not namespace::identifier"
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return "no signature"
+    correction = op_corrections.of(fn)
+    if correction and declared.schema is not None:
+        return "a correction is needed and the declaration gives its own schema"
+    mutates = _mutated(declared, correction, params)
+    if isinstance(mutates, str):
+        return mutates
+    returns_argument = correction.get("returns_argument")
     hints = _hints(fn)
-    narrowing = None
-    prototype = fn
+    if returns_argument:
+        hints = {**hints, "return": type(None)}
+    narrowings = [None]
     # Checked before asking torch, which logs a warning per Union parameter when asked.
     if declared.schema is None and op_narrowing.needed(hints):
-        narrowing = op_narrowing.Narrowing.of(fn, hints)
-        if isinstance(narrowing, str):
-            return narrowing
-        prototype = narrowing.prototype
-    try:
-        schema = declared.schema or torch.library.infer_schema(prototype, mutates_args=mutates)
-    except Exception as e:
-        return f"schema not expressible ({str(e).splitlines()[0][:80]})"
-    if _returns_nothing(hints):
+        narrowings = op_narrowing.variants(fn, hints)
+        if isinstance(narrowings, str):
+            return narrowings
+    nothing = _returns_nothing(hints)
+    fake = None
+    if not nothing:
+        fake = op_fakes.override(declared.name, fn) or declared.fake
+        if fake is None:
+            return "returns tensors and has no fake"
+        if narrowings == [None] and not _takes_the_same(fake, fn):
+            return "fake's parameters differ from the kernel's"
+    variants = []
+    for narrowing in narrowings:
+        prototype = (narrowing.prototype if narrowing is not None
+                     else _returning_nothing(fn) if returns_argument else fn)
+        try:
+            schema = declared.schema or torch.library.infer_schema(
+                prototype, mutates_args=mutates)
+        except Exception as e:
+            return f"schema not expressible ({str(e).splitlines()[0][:80]})"
         # An operator with no result needs a fake that returns nothing, whatever FlashInfer's
         # says: several of FlashInfer's rotted (a parameter missing), and one kernel declared
         # `-> None` returns its output buffer anyway (its callers read the buffer).
-        return op_name, schema, _no_result, narrowing
-    fake = op_fakes.override(declared.name, fn) or _fakes.get(declared.name)
-    if fake is None:
-        return "returns tensors and has no fake"
-    if narrowing is not None:
-        fake = narrowing.adapt_fake(fake)
-        if isinstance(fake, str):
-            return fake
-    elif not _takes_the_same(fake, fn):
-        return "fake's parameters differ from the kernel's"
-    return op_name, schema, fake, narrowing
+        variant_fake = _no_result if nothing else fake
+        if narrowing is not None and not nothing:
+            variant_fake = narrowing.adapt_fake(fake)
+            if isinstance(variant_fake, str):
+                return variant_fake
+        variants.append((narrowing, schema, variant_fake))
+    return _Operator(name=op_name, variants=variants, mutable=mutates,
+                     seeded=_is_seeded(correction, params, hints),
+                     returns_argument=returns_argument)
+
+
+def _returning_nothing(fn):
+    """A prototype of `fn` whose result is None, for the schema of an aliased-result op."""
+    def prototype(*args):
+        raise NotImplementedError
+
+    sig = inspect.signature(fn)
+    hints = _hints(fn)
+    prototype.__signature__ = sig.replace(
+        parameters=[p.replace(annotation=hints.get(p.name, p.annotation))
+                    for p in sig.parameters.values()],
+        return_annotation=None)
+    prototype.__name__ = fn.__name__
+    return prototype
 
 
 def _takes_the_same(fake, fn):
@@ -384,39 +506,87 @@ def _takes_the_same(fake, fn):
 
 
 def _wake(declared):
-    """Defines the operator and substitutes it for `fn` under Dynamo; a reason when not."""
+    """Defines the operators and substitutes them for `fn` under Dynamo; a reason when not."""
     fn = declared.fn
     existing = _ops.get(declared.name, ())
     if any(known is fn for _, known in existing):
         return None
-    plan = _plan(declared)
-    if isinstance(plan, str):
-        return plan
-    op_name, schema, fake, narrowing = plan
+    operator = _plan(declared)
+    if isinstance(operator, str):
+        return operator
+    op_name, key = operator.name, declared.name
     if existing:
         # Declared again by another build of its loader (fp4_quantize_sm100 per SM backend):
-        # an operator of its own, whose kernel is that build's.
+        # operators of its own, whose kernel, fake and checks are that build's.
         op_name = f"{op_name}_{len(existing)}"
-    lib = _library()
-    lib.define(op_name + schema)
-    kernel = fn if narrowing is None else narrowing.kernel(fn)
-    if fake is _no_result:
-        kernel = _result_dropped(kernel)
-    lib.impl(op_name, fake_check.checked(declared.name, kernel, fake), "CompositeExplicitAutograd")
-    torch.library.register_fake(f"{NAMESPACE}::{op_name}", fake, lib=lib)
-    op = getattr(getattr(torch.ops, NAMESPACE), op_name).default
+        key = f"{declared.name} (build {len(existing) + 1})"
+    tags = (torch.Tag.nondeterministic_seeded,) if operator.seeded else ()
+    narrowed = []
+    op = None
+    for narrowing, schema, fake in operator.variants:
+        suffix = getattr(narrowing, "suffix", "")
+        op = _define(f"{op_name}{suffix}", schema, tags, fn, narrowing, fake,
+                     f"{key}{' (' + suffix[1:] + ')' if suffix else ''}", operator)
+        narrowed.append((narrowing, op))
 
-    if narrowing is None:
+    if narrowed[0][0] is None:
         def through_op(*args, **kwargs):
             return op(*args, **kwargs)
     else:
-        through_op = narrowing.through_op(op, op_narrowing.as_shipped(fn))
+        through_op = op_narrowing.through_ops(narrowed, op_narrowing.as_shipped(fn))
+    if operator.returns_argument:
+        through_op = _returning_argument(through_op, fn, operator.returns_argument)
 
     functools.update_wrapper(through_op, fn)
     del through_op.__wrapped__
     torch._dynamo.substitute_in_graph(fn, skip_signature_check=True)(through_op)
     _ops.setdefault(declared.name, []).append((op, fn))
     return None
+
+
+def _define(op_name, schema, tags, fn, narrowing, fake, key, operator):
+    """One operator: FlashInfer's function (through the narrowing) as its kernel, checked at
+    its first real run against its fake and what the declaration promises."""
+    lib = _library()
+    lib.define(op_name + schema, tags=tags)
+    kernel = fn if narrowing is None else narrowing.kernel(fn)
+    if fake is _no_result:
+        kernel = _result_dropped(kernel)
+    names = ([name for _, name, _ in narrowing.kept] if narrowing is not None
+             else list(inspect.signature(fn).parameters))
+    promise = fake_check.Declared(names, operator.mutable, operator.seeded)
+    lib.impl(op_name, fake_check.checked(key, kernel, None if fake is _no_result else fake,
+                                         promise), "CompositeExplicitAutograd")
+    torch.library.register_fake(f"{NAMESPACE}::{op_name}", fake, lib=lib)
+    op = getattr(getattr(torch.ops, NAMESPACE), op_name).default
+    if operator.seeded and not operator.mutable:
+        _keep_every_draw(op)
+    return op
+
+
+def _keep_every_draw(op):
+    """A draw whose result is unused still advances the generator in eager; a compiled graph
+    drops an unused pure op, and torch's `nondeterministic_seeded` tag does not stop that (torch
+    2.9-2.15 drop it all the same). An ordered effect does (torch 2.14+ with inductor, 2.9+
+    with aot_eager), and keeps the draws in program order. (A mutating op is kept anyway.)"""
+    try:
+        from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
+        _register_effectful_op(op, _EffectType.ORDERED)
+    except Exception as e:  # an older or changed API: the tag alone, as documented
+        _log.debug("dynafold: %s: draws not ordered as effects: %s", op, e)
+
+
+def _returning_argument(call, fn, name):
+    """What Dynamo calls for a declaration whose result is its argument `name`: the operator
+    (which mutates that argument and returns nothing), then the argument itself."""
+    params = list(inspect.signature(fn).parameters.values())
+    index = [p.name for p in params].index(name)
+    default = params[index].default
+
+    def returning(*args, **kwargs):
+        call(*args, **kwargs)
+        return args[index] if index < len(args) else kwargs.get(name, default)
+    return returning
 
 
 def census():
@@ -450,20 +620,39 @@ def _result_dropped(kernel):
     return no_result
 
 
+# FlashInfer's cached device queries (flashinfer/utils.py), called on the traced path of most
+# public ops: pure functions of the device that Dynamo traces through as before; only its
+# warning about their cache wrapper is dropped.
+DEVICE_QUERIES = frozenset({
+    "device_support_pdl", "get_compute_capability", "get_device_sm_count", "get_device_name",
+    "get_gpu_memory_bandwidth", "get_shared_bytes_per_block_optin", "version_at_least",
+    "is_confidential_compute",
+})
+
+
+def _is_device_query(attr):
+    return attr in DEVICE_QUERIES or (attr.startswith("is_sm") and attr.endswith("_supported"))
+
+
 def _make_loaders_transparent():
     """Every cached `get_*module*` of a FlashInfer module with woken ops: called outside the
-    trace under compile, so Dynamo never enters the JIT machinery."""
+    trace under compile, so Dynamo never enters the JIT machinery. FlashInfer's cached device
+    queries stay traced, without Dynamo's warning."""
     for name, module in list(sys.modules.items()):
         if not name.startswith("flashinfer") or module is None:
             continue
         for attr, value in list(vars(module).items()):
-            if not (attr.startswith("get_") and "module" in attr):
+            loader = attr.startswith("get_") and "module" in attr
+            if not (loader or _is_device_query(attr)):
                 continue
             if not (callable(value) and hasattr(value, "cache_info")):
                 continue
             if id(value) in _transparent:
                 continue
             _transparent.add(id(value))
+            if not loader:
+                _allow_cache_wrapper(value)
+                continue
 
             outside_the_trace = _outside_the_trace(value)
             # Dynamo looks through the cache wrapper and traces what it wraps.
@@ -473,6 +662,49 @@ def _make_loaders_transparent():
                     outside_the_trace)
             except Exception as e:
                 _log.debug("dynafold: %s.%s stays traced: %s", name, attr, e)
+                continue
+            _allow_cache_wrapper(value)
+
+
+# ids of the cache wrappers whose Dynamo warning is dynafold's to silence (torch < 2.14).
+_quiet_wrappers = set()
+
+
+def _allow_cache_wrapper(wrapper):
+    """Dynamo warns ("Silent incorrectness is only a potential risk") whenever it meets a
+    `functools.cache` wrapper, and the loaders made transparent are met on every trace; what it
+    warns of cannot happen here (the substitute calls the cached loader itself). torch 2.14+
+    has an allow-list for exactly this; older torch gets a filter on its `warn_once` that
+    drops that one warning for these wrappers only, found by the object Dynamo is calling."""
+    allow = getattr(torch._dynamo.utils, "allow_lru_cache_wrapper_trace_without_warning", None)
+    if allow is not None:
+        try:
+            allow(wrapper)
+            return
+        except Exception:  # an allow-list that changed shape: fall back to the filter
+            pass
+    _quiet_wrappers.add(id(wrapper))
+    utils = torch._dynamo.utils
+    if getattr(utils.warn_once, "_dynafold_filter", False):
+        return
+    warn_once = utils.warn_once
+
+    def filtered_warn_once(msg, stacklevel=1):
+        if isinstance(msg, str) and msg.startswith(LRU_WARNING):
+            try:
+                caller = sys._getframe(1).f_locals.get("self")
+            except Exception:
+                caller = None
+            if id(getattr(caller, "wrapper_obj", None)) in _quiet_wrappers:
+                return None
+        return warn_once(msg, stacklevel + 1)
+
+    filtered_warn_once._dynafold_filter = True
+    functools.update_wrapper(filtered_warn_once, warn_once)
+    utils.warn_once = filtered_warn_once
+
+
+LRU_WARNING = "Dynamo detected a call to a `functools.lru_cache`-wrapped function"
 
 
 # (id of the loader, *args) -> what the loader returned, for the stand-ins below.

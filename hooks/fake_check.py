@@ -1,10 +1,22 @@
-"""Each woken operator's fake, checked against its kernel before anyone relies on it.
+"""Each woken operator's declaration, checked against its kernel before anyone relies on it.
 
-FlashInfer's fakes are not exercised by FlashInfer itself (its declarations are switched off),
-and some have rotted. The first time an operator runs for real in the process (a compiled
-graph's first call), the shapes, dtypes, strides and devices of what its kernel returned are
-compared with what its fake returns for the same inputs, before the result is returned. A
-mismatch raises (the compiled graph was planned on the fake's word) and every verdict is kept.
+FlashInfer's declarations are not exercised by FlashInfer itself (they are switched off), and
+some have rotted: fakes that describe another result, `mutates_args` that leave out a buffer the
+kernel writes, a result that is one of the inputs, a generator advanced by an op declared pure.
+A compiled graph is planned on the declaration's word, so each of those is a wrong answer, not a
+slow one. The first time an operator runs for real in the process (a compiled graph's first
+call), before that result is returned:
+
+- the shapes, dtypes, strides and devices of what its kernel returned are compared with what its
+  fake returns for the same inputs;
+- every tensor argument the operator does not declare mutable is compared with its content
+  before the call (bitwise; a fingerprint for tensors too large to copy), skipping those that
+  share storage with a declared-mutable one;
+- every result is checked not to share storage with an input;
+- an operator not tagged `nondeterministic_seeded` must leave the random generator where it was.
+
+Any difference raises with what to do, and every verdict is kept. After the first run the
+operator is FlashInfer's function plus one dict lookup.
 """
 
 import functools
@@ -12,26 +24,55 @@ import functools
 import torch
 
 
-# "flashinfer::NAME" -> "agrees" or what differs, once the operator has run for real.
+# Operator key ("flashinfer::NAME", with the build for a name declared again) -> "agrees" or
+# what differs, once the operator has run for real.
 verdicts = {}
 
-FAKE_DIFFERS = (
-    "dynafold: the fake of {name} does not describe its kernel's result ({what}); the compiled "
-    "graph was planned on the fake and cannot be trusted. Set DYNAFOLD_OPS=0 to leave "
-    "FlashInfer's ops as it ships them, and report this to dynafold."
+DIFFERS = (
+    "dynafold: the declaration of {name} does not describe its kernel ({what}); the compiled "
+    "graph was planned on the declaration and cannot be trusted. Set DYNAFOLD_OPS=0 to leave "
+    "FlashInfer's ops as it ships them, and report this to dynafold (the fix is an entry in "
+    "hooks/op_corrections.py or hooks/op_fakes.py)."
 )
+# Kept for callers of the earlier name.
+FAKE_DIFFERS = DIFFERS
+
+# Up to this many bytes a non-mutable argument is copied for an exact comparison; larger ones
+# (a KV cache) are compared by fingerprint, so the check never doubles a server's memory.
+COPY_LIMIT = 64 << 20
 
 
-def checked(name, fn, fake):
-    """FlashInfer's function as the operator's kernel, checking `fake` on the first call."""
+class Declared:
+    """What the operator's declaration promises: the parameters it may write (by position and
+    name) and whether it draws from the random generator."""
+
+    __slots__ = ("names", "mutable", "seeded")
+
+    def __init__(self, names=(), mutable=(), seeded=False):
+        self.names = tuple(names)
+        self.mutable = frozenset(mutable)
+        self.seeded = seeded
+
+
+def checked(name, fn, fake, declared=None):
+    """FlashInfer's function as the operator's kernel, checking the declaration (`fake`, and
+    `declared`: what it may write and whether it is seeded) on the first call."""
+    declared = declared or Declared()
 
     def kernel(*args, **kwargs):
-        out = fn(*args, **kwargs)
         verdict = verdicts.get(name)
-        if verdict is None:
-            verdict = verdicts[name] = compare(fake, args, kwargs, out)
+        if verdict is not None:
+            if verdict != "agrees":
+                raise RuntimeError(DIFFERS.format(name=name, what=verdict))
+            return fn(*args, **kwargs)
+        before = _Snapshot(args, kwargs, declared)
+        out = fn(*args, **kwargs)
+        verdict = verdicts[name] = (compare(fake, args, kwargs, out)
+                                    if fake is not None else "agrees")
+        if verdict == "agrees":
+            verdict = verdicts[name] = before.differences(args, kwargs, out)
         if verdict != "agrees":
-            raise RuntimeError(FAKE_DIFFERS.format(name=name, what=verdict))
+            raise RuntimeError(DIFFERS.format(name=name, what=verdict))
         return out
 
     functools.update_wrapper(kernel, fn)
@@ -71,3 +112,103 @@ def compare(fake, args, kwargs, real):
 def _layout(t):
     """What a compiled graph relies on a fake for, in the order it is compared."""
     return {"shape": tuple(t.shape), "dtype": t.dtype, "stride": t.stride(), "device": t.device}
+
+
+def _named_tensors(args, kwargs, names):
+    """(parameter name, tensor) for every tensor argument, lists of tensors included."""
+    out = []
+    for i, value in enumerate(args):
+        out += _tensors_in(names[i] if i < len(names) else f"argument {i}", value)
+    for key, value in kwargs.items():
+        out += _tensors_in(key, value)
+    return out
+
+
+def _tensors_in(name, value):
+    if isinstance(value, torch.Tensor):
+        return [(name, value)]
+    if isinstance(value, (list, tuple)):
+        return [(name, v) for v in value if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _storage(t):
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:  # tensors without storage (sparse, nested) are not compared
+        return None
+
+
+def _as_bytes(t):
+    """The tensor's bytes as a flat uint8 tensor (a copy)."""
+    flat = t.detach().reshape(-1).clone()
+    return flat.view(torch.uint8) if flat.numel() else flat
+
+
+def _fingerprint(t):
+    """Content summary of a tensor too large to copy: torch's own reduction where it has one."""
+    hash_tensor = getattr(torch, "hash_tensor", None)
+    if hash_tensor is None:
+        return None
+    try:
+        return hash_tensor(t.detach()).item()
+    except Exception:
+        return None
+
+
+def _generator_state(device):
+    try:
+        if device.type == "cuda":
+            return torch.cuda.default_generators[device.index or 0].get_offset()
+        if device.type == "cpu":
+            return torch.default_generator.get_state()
+    except Exception:
+        return None
+    return None
+
+
+def _same(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    return a == b
+
+
+class _Snapshot:
+    """Argument contents and generator state before an operator's first real run."""
+
+    def __init__(self, args, kwargs, declared):
+        self.declared = declared
+        tensors = _named_tensors(args, kwargs, declared.names)
+        self.inputs = [(n, _storage(t)) for n, t in tensors]
+        writable = {_storage(t) for n, t in tensors if n in declared.mutable}
+        self.kept = []
+        for name, t in tensors:
+            storage = _storage(t)
+            if name in declared.mutable or storage is None or storage in writable:
+                continue
+            if t.numel() * t.element_size() <= COPY_LIMIT:
+                self.kept.append((name, t, True, _as_bytes(t)))
+            else:
+                self.kept.append((name, t, False, _fingerprint(t)))
+        device = next((t.device for _, t in tensors), None)
+        self.device = device
+        self.rng = None if declared.seeded or device is None else _generator_state(device)
+
+    def differences(self, args, kwargs, out):
+        """"agrees", or the first thing the kernel did that its declaration does not say."""
+        for name, t, exact, was in self.kept:
+            now = _as_bytes(t) if exact else _fingerprint(t)
+            if was is not None and not _same(was, now):
+                return (f"the kernel wrote {name}, which the declaration does not list as "
+                        "mutated")
+        from torch.utils._pytree import tree_flatten
+        results, _ = tree_flatten(out)
+        inputs = {s: n for n, s in self.inputs if s}
+        for i, r in enumerate(results):
+            if isinstance(r, torch.Tensor) and r.numel() and _storage(r) in inputs:
+                return (f"output {i} shares storage with {inputs[_storage(r)]}, an input: an "
+                        "aliased result declared as a new tensor")
+        if self.rng is not None and not _same(self.rng, _generator_state(self.device)):
+            return ("the kernel advanced the random generator, which the declaration does not "
+                    "say (not tagged nondeterministic_seeded)")
+        return "agrees"

@@ -9,6 +9,11 @@ wrote is called with the parameters it takes (some rotted without the seeds, whi
 a result's shape). fp4_quantize's cute-dsl kernel (dynafold's own declaration) is narrowed the
 same way: its NVFP4 "4over6" recipe object is left out, and a call with a recipe is traced as
 shipped.
+
+Two more kinds: a `Union[float, Tensor]` parameter (the fp8-quant norms' `scale`) gives one
+operator per member, and Dynamo calls the one the argument fits; the attention run kernels'
+`List[int] plan_info_vec` reaches its operator as an int64 CPU tensor, graph data rather than
+guarded constants, so a new plan does not recompile.
 """
 
 import inspect
@@ -29,21 +34,55 @@ def _fits_not_a_tensor(value):
     return not isinstance(value, torch.Tensor)
 
 
-# Parameters torch's schemas cannot express, narrowed to the form serving code calls them with:
-# name -> (the annotation in the operator, or None to leave the parameter out of it, the values
-# that fit, the value a left-out parameter is given back to FlashInfer's function with). A call
-# whose values fit goes through the operator; any other call is traced as FlashInfer ships it.
-# These are FlashInfer's sampling ops': `generator` (no schema type for a Generator),
-# `seed`/`offset` (Union[int, Tensor]) and `return_valid` (it turns the Tensor result into a
-# tuple).
+def _fits_a_tensor(value):
+    return isinstance(value, torch.Tensor)
+
+
+def _any_hint(hint):
+    return True
+
+
+def _is_int_list(hint):
+    return typing.get_origin(hint) in (list, typing.List) and typing.get_args(hint) == (int,)
+
+
+def _as_ints(plan):
+    return plan.tolist()
+
+
+class Rule:
+    """How one parameter is narrowed: its annotation in the operator (None: left out of it),
+    the values that fit, the value a left-out parameter is given back to FlashInfer's function
+    with, which annotations it applies to, and how the kernel turns the operator's value back
+    into FlashInfer's (None: unchanged)."""
+    __slots__ = ("annotation", "fits", "given_back", "applies", "restore")
+
+    def __init__(self, annotation, fits, given_back=None, applies=_any_hint, restore=None):
+        self.annotation = annotation
+        self.fits = fits
+        self.given_back = given_back
+        self.applies = applies
+        self.restore = restore
+
+
+# Parameters torch's schemas cannot express, or that must reach the graph as data, narrowed to
+# the form serving code calls them with. A call whose values fit goes through the operator; any
+# other call is traced as FlashInfer ships it.
 NARROWED = {
-    "generator": (None, _fits_none, None),
-    "seed": (typing.Optional[int], _fits_not_a_tensor, None),
-    "offset": (typing.Optional[int], _fits_not_a_tensor, None),
-    "return_valid": (None, _fits_false, False),
+    # FlashInfer's sampling ops: `generator` (no schema type for a Generator), `seed`/`offset`
+    # (Union[int, Tensor]) and `return_valid` (it turns the Tensor result into a tuple).
+    "generator": Rule(None, _fits_none),
+    "seed": Rule(typing.Optional[int], _fits_not_a_tensor, applies=lambda h: is_union(h)),
+    "offset": Rule(typing.Optional[int], _fits_not_a_tensor, applies=lambda h: is_union(h)),
+    "return_valid": Rule(None, _fits_false, False),
     # fp4_quantize's cute-dsl kernel (0.7.2 on): the resolved NVFP4 "4over6" recipe, a dataclass
     # (no schema type); None is the recipe off, FlashInfer's default.
-    "nvfp4_4over6": (None, _fits_none, None),
+    "nvfp4_4over6": Rule(None, _fits_none),
+    # The attention run kernels' plan (`List[int] plan_info_vec`): as `int[]` each int would be
+    # a constant of the graph, guarded, so every new batch would recompile. It reaches the
+    # operator as an int64 CPU tensor (hooks/attention_plans.py keeps it one under compile) and
+    # the kernel gives FlashInfer its list.
+    "plan_info_vec": Rule(torch.Tensor, _fits_a_tensor, applies=_is_int_list, restore=_as_ints),
 }
 # Parameters a fake may lack (added to the kernel after its fake was written) because they cannot
 # change the result's shape, dtype or strides: the random stream's position.
@@ -52,7 +91,7 @@ FAKE_MAY_LACK = {"seed", "offset"}
 
 def is_generator(hint):
     """A Generator, bare or Optional: torch infers no schema type for it."""
-    return "Generator" in str(hint)
+    return hint is not None and "Generator" in str(hint)
 
 
 def is_union(hint):
@@ -61,12 +100,53 @@ def is_union(hint):
         [a for a in typing.get_args(hint) if a is not type(None)]) > 1
 
 
+def _rule(name, hint):
+    rule = NARROWED.get(name)
+    return rule if rule is not None and rule.applies(hint) else None
+
+
 def needed(hints):
     """Whether a declaration with these resolved annotations needs narrowing: a Union (its
-    result's included), a Generator parameter, or one NARROWED leaves out of the operator."""
+    result's included), a Generator parameter, or one NARROWED applies to."""
     return any(is_union(hint) or (name != "return" and is_generator(hint))
-               or (name in NARROWED and NARROWED[name][0] is None)
+               or (name != "return" and _rule(name, hint) is not None)
                for name, hint in hints.items())
+
+
+def _split_members(hint):
+    """The members of a `Union[float, Tensor]`-like parameter, each its own operator: the
+    scalar (int, float or bool) and Tensor; None when the Union is not of that kind."""
+    members = [a for a in typing.get_args(hint) if a is not type(None)]
+    optional = len(members) < len(typing.get_args(hint))
+    if len(members) != 2 or torch.Tensor not in members:
+        return None
+    scalar = next(m for m in members if m is not torch.Tensor)
+    if scalar not in (int, float, bool):
+        return None
+    return [(typing.Optional[m] if optional else m, m) for m in (torch.Tensor, scalar)]
+
+
+def variants(fn, hints):
+    """The narrowings of `fn`, one per member of its one `Union[scalar, Tensor]` parameter not
+    in NARROWED (FlashInfer's fp8-quant norms' `scale`), or one; a reason when it cannot be
+    narrowed."""
+    unions = [name for name, hint in hints.items()
+              if name != "return" and is_union(hint) and _rule(name, hint) is None]
+    if not unions:
+        one = Narrowing.of(fn, hints)
+        return one if isinstance(one, str) else [one]
+    if len(unions) > 1:
+        return "schema not expressible (more than one Union parameter)"
+    members = _split_members(hints[unions[0]])
+    if members is None:
+        return "schema not expressible (a Union parameter)"
+    out = []
+    for annotation, member in members:
+        one = Narrowing.of(fn, hints, {unions[0]: (annotation, member)})
+        if isinstance(one, str):
+            return one
+        out.append(one)
+    return out
 
 
 class Narrowing:
@@ -81,20 +161,31 @@ class Narrowing:
         self.prototype = prototype
 
     @classmethod
-    def of(cls, fn, hints):
-        """The narrowing of `fn`, or why it cannot be narrowed."""
+    def of(cls, fn, hints, split=None):
+        """The narrowing of `fn` (with `split`: parameter -> (annotation, member) for a Union
+        parameter this variant takes as one member), or why it cannot be narrowed."""
+        split = split or {}
         try:
             sig = inspect.signature(fn)
         except (TypeError, ValueError):
             return "schema not expressible (no signature)"
-        names, kept, dropped, checks, params = [], [], [], [], []
+        names, kept, dropped, checks, params, restores = [], [], [], [], [], []
+        suffix = ""
         for index, param in enumerate(sig.parameters.values()):
             if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
                 return "schema not expressible (variadic or keyword-only parameters)"
             names.append(param.name)
             hint = hints.get(param.name, param.annotation)
             default = None if param.default is param.empty else param.default
-            rule = NARROWED.get(param.name)
+            if param.name in split:
+                annotation, member = split[param.name]
+                checks.append((index, param.name, default, _member_fits(member)))
+                kept.append((index, param.name, default))
+                params.append(param.replace(annotation=annotation))
+                if member is not torch.Tensor:
+                    suffix = f"_{member.__name__}"
+                continue
+            rule = _rule(param.name, hint)
             if rule is None:
                 if is_union(hint):
                     return "schema not expressible (a Union parameter)"
@@ -103,14 +194,17 @@ class Narrowing:
                 kept.append((index, param.name, default))
                 params.append(param.replace(annotation=hint))
                 continue
-            annotation, fits, given_back = rule
-            checks.append((index, param.name, default, fits))
-            if annotation is None:
-                dropped.append((index, given_back))
+            checks.append((index, param.name, default, rule.fits))
+            if rule.annotation is None:
+                dropped.append((index, rule.given_back))
             else:
+                if rule.restore is not None:
+                    restores.append((len(kept), rule.restore))
                 kept.append((index, param.name, default))
-                params.append(param.replace(annotation=annotation))
+                params.append(param.replace(annotation=rule.annotation))
         result = hints.get("return", sig.return_annotation)
+        if result is type(None):  # resolved `-> None`; torch's schemas take None itself
+            result = None
         if is_union(result):
             members = [a for a in typing.get_args(result) if a is not type(None)]
             if "return_valid" not in names or members[0] is not torch.Tensor:
@@ -122,22 +216,15 @@ class Narrowing:
 
         prototype.__signature__ = sig.replace(parameters=params, return_annotation=result)
         prototype.__name__ = fn.__name__
-        return cls(names, kept, dropped, checks, prototype)
+        narrowing = cls(names, kept, dropped, checks, prototype)
+        narrowing.restores = tuple(restores)
+        narrowing.suffix = suffix
+        return narrowing
 
     def through_op(self, op, as_shipped):
         """What Dynamo calls in place of FlashInfer's function: the operator when the call fits,
-        else the function as shipped. (Dynamo inlines it with no source for its closure, so the
-        closure holds only tuples, constants and functions.)"""
-        checks = tuple(self.checks)
-        kept = tuple(self.kept)
-
-        def through_op(*args, **kwargs):
-            for index, name, default, fits in checks:
-                if not fits(args[index] if index < len(args) else kwargs.get(name, default)):
-                    return as_shipped(*args, **kwargs)
-            return op(*[args[index] if index < len(args) else kwargs.get(name, default)
-                        for index, name, default in kept])
-        return through_op
+        else the function as shipped."""
+        return through_ops([(self, op)], as_shipped)
 
     def full_args(self, args):
         """The operator's arguments as FlashInfer's function takes them."""
@@ -147,7 +234,13 @@ class Narrowing:
         return out
 
     def kernel(self, fn):
+        restores = self.restores
+
         def kernel(*args):
+            if restores:
+                args = list(args)
+                for position, restore in restores:
+                    args[position] = restore(args[position])
             return fn(*self.full_args(args))
         return kernel
 
@@ -167,6 +260,33 @@ class Narrowing:
             full = self.full_args(args)
             return fake(**{n: v for n, v in zip(names, full) if n in takes})
         return adapted
+
+
+def through_ops(narrowed, as_shipped):
+    """What Dynamo calls in place of FlashInfer's function: the first of the (narrowing,
+    operator) pairs whose checks the call fits, else the function as shipped. (Dynamo inlines
+    it with no source for its closure, so the closure holds only tuples, constants and
+    functions.)"""
+    variants = tuple((tuple(n.checks), tuple(n.kept), op) for n, op in narrowed)
+
+    def through_op(*args, **kwargs):
+        for checks, kept, op in variants:
+            fit = True
+            for index, name, default, fits in checks:
+                if not fits(args[index] if index < len(args) else kwargs.get(name, default)):
+                    fit = False
+                    break
+            if fit:
+                return op(*[args[index] if index < len(args) else kwargs.get(name, default)
+                            for index, name, default in kept])
+        return as_shipped(*args, **kwargs)
+    return through_op
+
+
+def _member_fits(member):
+    if member is torch.Tensor:
+        return _fits_a_tensor
+    return _fits_not_a_tensor
 
 
 def as_shipped(fn):

@@ -11,7 +11,7 @@ use crate::embedded;
 const SOURCE: &str = include_str!("../../../hooks/dormant_ops.py");
 const MODULE: &std::ffi::CStr = c"_dynafold_dormant_ops";
 /// The hooks `dormant_ops.py` imports, loaded before it: (source, file name, module name).
-const PARTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 4] = [
+const PARTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 5] = [
     (
         include_str!("../../../hooks/attention_plans.py"),
         c"<dynafold>/hooks/attention_plans.py",
@@ -21,6 +21,11 @@ const PARTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 4] = [
         include_str!("../../../hooks/fake_check.py"),
         c"<dynafold>/hooks/fake_check.py",
         c"_dynafold_fake_check",
+    ),
+    (
+        include_str!("../../../hooks/op_corrections.py"),
+        c"<dynafold>/hooks/op_corrections.py",
+        c"_dynafold_op_corrections",
     ),
     (
         include_str!("../../../hooks/op_fakes.py"),
