@@ -95,7 +95,7 @@ out = {
     "nothing": check.compare(lambda a: None, (x,), {}, None),
 }
 # FlashInfer's own rotted fake, called with what its kernel takes.
-rotted = m._fakes["flashinfer::apply_rope_pos_ids_cos_sin_cache"]
+rotted = m.declared_fake("flashinfer::apply_rope_pos_ids_cos_sin_cache")
 q = torch.randn(2, 8)
 out["flashinfer_rope_fake"] = check.compare(
     rotted, (q, q, q.clone(), q.clone(), torch.randn(16, 8), torch.arange(2)), {"interleave": True},
@@ -128,7 +128,7 @@ def test_each_fake_is_checked_against_its_kernel_before_its_result_is_used(prelo
     assert got["flashinfer_rope_fake"].startswith("the fake raised TypeError"), got
     # (0.6.16's fake splits the cache into cos and sin: the kernel's arguments do not fit it.)
     assert "missing 1 required positional argument" in got["flashinfer_rope_fake"]
-    assert got["raised"].startswith("dynafold: the fake of flashinfer::probe does not describe")
+    assert got["raised"].startswith("dynafold: the declaration of flashinfer::probe does not describe")
     assert "DYNAFOLD_OPS=0" in got["raised"]
     assert got["kept"] == {"flashinfer::probe": "output 0: shape (8, 4) predicted, (4, 8) returned"}
 
@@ -172,34 +172,41 @@ def test_sampling_ops_trace_through_their_narrowed_declarations(preload, release
 
 PLANS = r"""
 import json, sys, torch, tvm_ffi, flashinfer.decode as decode, flashinfer.prefill as prefill
-m = sys.modules["_dynafold_dormant_ops"]
 out = {}
 for cls in (decode.BatchDecodeWithPagedKVCacheWrapper, prefill.BatchPrefillWithPagedKVCacheWrapper,
             prefill.BatchPrefillWithRaggedKVCacheWrapper):
-    out[cls.__name__] = {
-        "kept": cls.plan.__name__ == "plan" and hasattr(cls.plan, "__wrapped__"),
-        "aliases_follow": all(v is cls.plan for k, v in vars(cls).items() if k == "begin_forward"),
-    }
-# A wrapper planned before any compile holds FlashInfer's Array (plan() itself needs a GPU, so
-# its result is put where plan() puts it, and the wrapper remembered as the kept plan does).
+    out[cls.__name__] = isinstance(vars(cls).get("_plan_info"), property)
+# A wrapper planned before any compile, by whatever sets its plan (plan() itself needs a GPU;
+# SGLang's fast_decode_plan sets the attribute the same way).
 w = object.__new__(decode.BatchDecodeWithPagedKVCacheWrapper)
 w._plan_info = tvm_ffi.convert([3, 1, 4, 1, 5])
-sys.modules["_dynafold_attention_plans"].remember(w)
 out["before"] = type(w._plan_info).__name__
 if "--compile" in sys.argv:
     torch.compile(lambda x: x + 1, fullgraph=True, backend="eager")(torch.ones(2))
-out["after"] = type(w._plan_info).__name__
+seen = []
+
+@torch.compile(fullgraph=True, backend="eager")
+def read(x):
+    seen.append(torch.compiler.is_compiling())
+    return w._plan_info
+traced = read(torch.ones(1)) if "--compile" in sys.argv else None
+out["eager"] = type(w._plan_info).__name__
 out["values"] = list(w._plan_info)
+out["traced"] = None if traced is None else [type(traced).__name__, traced.dtype.__repr__(),
+                                              traced.tolist()]
+w._plan_info = tvm_ffi.convert([2, 7])
+out["replanned"] = None if traced is None else read(torch.ones(1)).tolist()
 print("RESULT " + json.dumps(out))
 """
 
 
 @pytest.mark.parametrize("release", [r for r in RELEASES if r != "0.5.3"])
-def test_attention_plans_become_lists_once_a_process_compiles(preload, release, tmp_path):
-    """FlashInfer's wrappers keep plan() results as a tvm_ffi Array, which Dynamo cannot pass to
-    the woken run operator. With dynafold, plan() is kept (FlashInfer's, wrapped) and, from the
-    first compile on, the plan info is a list of the same ints; a process that never compiles
-    keeps FlashInfer's Array. (0.5.3 kept lists itself: no tvm_ffi.)"""
+def test_attention_plans_are_graph_data_once_a_process_compiles(preload, release, tmp_path):
+    """FlashInfer's wrappers keep their plan as a tvm_ffi Array, which Dynamo cannot pass to the
+    woken run operator (and a list of ints would be guarded constants: a recompile per plan).
+    With dynafold the plan attribute is a property: eager reads get FlashInfer's value, and
+    from the first compile on, traced reads get an int64 tensor of the same ints, whoever set
+    the plan; a new plan reuses the compiled graph. (0.5.3 kept lists: no tvm_ffi.)"""
     env = clean_env(PYTHONPATH=flashinfer_path(release),
                     CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")), LD_PRELOAD=preload)
 
@@ -210,11 +217,14 @@ def test_attention_plans_become_lists_once_a_process_compiles(preload, release, 
     compiled = result("--compile")
     for name in ("BatchDecodeWithPagedKVCacheWrapper", "BatchPrefillWithPagedKVCacheWrapper",
                  "BatchPrefillWithRaggedKVCacheWrapper"):
-        assert compiled[name] == {"kept": True, "aliases_follow": True}, compiled
-    assert compiled["before"] == "Array" and compiled["after"] == "list", compiled
+        assert compiled[name] is True, compiled
+    assert compiled["before"] == compiled["eager"] == "Array", compiled
     assert compiled["values"] == [3, 1, 4, 1, 5]
+    assert compiled["traced"] == ["Tensor", "torch.int64", [3, 1, 4, 1, 5]], compiled
+    # Graph data, not constants: the same compiled function reads the new plan.
+    assert compiled["replanned"] == [2, 7], compiled
     never = result()
-    assert never["before"] == never["after"] == "Array", never
+    assert never["before"] == never["eager"] == "Array", never
 
 
 CUTE_DSL = ROOT / "tests" / "python" / "helpers" / "trace_cute_dsl.py"
@@ -258,19 +268,19 @@ def test_cute_dsl_fp4_gets_a_boundary_flashinfer_did_not_declare(preload, releas
 DECLARED_TWICE = r"""
 import json, torch, flashinfer.utils as utils
 
-def build(scale):
+def build(scale, repeat):
     # As FlashInfer's JIT loaders do (fp4_quantize_sm100 per SM backend): the same declared
-    # name, a new function closing over what that build loaded.
+    # name, a new function closing over what that build loaded, and a fake of its own.
     @utils.register_custom_op("flashinfer::dynafold_twice", mutates_args=())
     def twice(x: torch.Tensor) -> torch.Tensor:
-        return x * scale
+        return (x * scale).repeat(repeat)
 
     @utils.register_fake_op("flashinfer::dynafold_twice")
     def _(x: torch.Tensor) -> torch.Tensor:
-        return torch.empty_like(x)
+        return x.new_empty(x.shape[0] * repeat)
     return twice
 
-first, second = build(2.0), build(3.0)
+first, second = build(2.0, 1), build(3.0, 2)
 targets = []
 
 def backend(gm, inputs):
@@ -279,17 +289,22 @@ def backend(gm, inputs):
 
 x = torch.ones(3)
 out = torch.compile(lambda x: (first(x), second(x)), fullgraph=True, backend=backend)(x)
-print("RESULT " + json.dumps({"targets": targets, "values": [t.tolist() for t in out]}))
+checks = __import__("sys").modules["_dynafold_dormant_ops"].status()["fake checks"]
+print("RESULT " + json.dumps({"targets": targets, "values": [t.tolist() for t in out],
+                             "checks": checks}))
 """
 
 
 def test_a_declaration_made_again_by_another_build_gets_an_operator_of_its_own(preload, tmp_path):
     """FlashInfer declares some ops inside its JIT loaders, once per build (fp4_quantize_sm100
     per SM backend): each build's function becomes an operator of its own, running that
-    build's kernel."""
+    build's kernel with that build's fake, each checked on its own (main reused the first
+    build's fake and verdict for the second)."""
     env = clean_env(PYTHONPATH=flashinfer_path("0.6.16"),
                     CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")), LD_PRELOAD=preload)
     got = result_of(run([str(PYTHON), "-c", DECLARED_TWICE], env, timeout=300))
     assert got["targets"] == ["dynafold_flashinfer.dynafold_twice.default",
                               "dynafold_flashinfer.dynafold_twice_1.default"], got
-    assert got["values"] == [[2.0, 2.0, 2.0], [3.0, 3.0, 3.0]], got
+    assert got["values"] == [[2.0, 2.0, 2.0], [3.0] * 6], got
+    assert got["checks"] == {"flashinfer::dynafold_twice": "agrees",
+                             "flashinfer::dynafold_twice (build 2)": "agrees"}, got
