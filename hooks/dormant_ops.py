@@ -433,6 +433,8 @@ def _plan(declared):
     except (TypeError, ValueError):
         return "no signature"
     correction = op_corrections.of(fn)
+    if correction.get("dormant"):
+        return correction["dormant"]
     if correction and declared.schema is not None:
         return "a correction is needed and the declaration gives its own schema"
     mutates = _mutated(declared, correction, params)

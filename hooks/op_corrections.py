@@ -14,8 +14,10 @@ Fields (each optional):
   operator cannot return). The operator is then defined as a mutation of that parameter that
   returns nothing, and what Dynamo calls returns the argument itself.
 - `seeded`: the kernel draws from the random generator although no parameter says so; the
-  operator gets `torch.Tag.nondeterministic_seeded` (parameters named generator/seed/offset
-  already do).
+  operator gets `torch.Tag.nondeterministic_seeded` and an ordered effect (a `generator`
+  parameter already says so).
+- `dormant`: why the declaration cannot become a correct operator at all (it stays as
+  FlashInfer ships it: traced, a graph break where it reaches the kernel, never a wrong value).
 
 Each entry names where the audit found it (docs/op-audit: FlashInfer's C++/CUDA source per
 release). The first real run of every woken operator checks what its kernel wrote, whether a
@@ -25,14 +27,60 @@ entry missing here stops a compiled graph at its first run instead of giving a w
 
 # (module, qualified name) -> {field: value}
 CORRECTIONS = {
-    # 0.6.x decode.py get_single_decode_module, 0.7.x the same: the kernel writes `maybe_lse`
-    # when it is given (csrc/single_decode.cu: `maybe_lse.value().data_ptr()`).
+    # The kernel writes `maybe_lse` when it is given (csrc/single_decode.cu:81), every release.
     ("flashinfer.decode", "get_single_decode_module.<locals>.run_single_decode"): {
         "also_mutates": ("maybe_lse",),
     },
-    # 0.7.4 topk.py: declared `-> torch.Tensor` and `return out`, `out` also declared mutable.
+    # 0.7.x topk.py: declared `-> torch.Tensor` and `return out`, `out` also declared mutable.
     ("flashinfer.topk", "get_topk_module.<locals>.cub_topk_page_table_transform"): {
         "returns_argument": "out",
+    },
+    # XQA counts work items in `semaphores` with atomics that wrap back to 0
+    # (csrc/xqa/mha.cu:2762, mha_sm90.cu:1431, mla_sm120.cu:1502).
+    ("flashinfer.xqa", "_get_xqa_module_cached.<locals>.xqa"): {
+        "also_mutates": ("semaphores",),
+    },
+    ("flashinfer.xqa", "get_xqa_module_mla.<locals>.xqa_mla"): {
+        "also_mutates": ("semaphores",),
+    },
+    # include/flashinfer/comm/trtllm_moe_allreduce_fusion.cuh:815 writes moe_allreduce_out.
+    ("flashinfer.comm.trtllm_ar", "get_trtllm_comm_module.<locals>.trtllm_moe_allreduce_fusion"): {
+        "also_mutates": ("moe_allreduce_out",),
+    },
+    # 0.6.16/0.7.2 trtllm_alltoall: the FIFO and its counters, the prepare workspace.
+    ("flashinfer.comm.trtllm_alltoall", "get_comm_alltoall_module.<locals>.moe_comm"): {
+        "also_mutates": ("all_workspaces",),
+    },
+    ("flashinfer.comm.trtllm_alltoall", "get_comm_alltoall_module.<locals>.moe_prepare"): {
+        "also_mutates": ("workspace",),
+    },
+    # Quantized combine writes its block scales (csrc/trtllm_moe_alltoall.cu:486-524).
+    **{("flashinfer.comm.trtllm_moe_alltoall", f"{loader}.<locals>.{op}"): {
+        "also_mutates": ("output_scales",)}
+       for loader in ("get_moe_alltoall_module", "_get_moe_alltoall_module_for_target")
+       for op in ("moe_a2a_combine", "moe_a2a_combine_into")},
+    # Results that are the caller's `output` only when one is given (else a new tensor), or a
+    # list holding it: no operator schema says "sometimes an alias", so these stay as
+    # FlashInfer ships them (traced, not woken) rather than give a stale buffer.
+    **{("flashinfer.fused_moe.core", f"{loader}.<locals>.{op}"): {
+        "dormant": "result is the caller's output only when one is given"}
+       for loader in ("_build_trtllm_moe_namespace", "_get_trtllm_moe_sm100_module_impl")
+       for op in ("trtllm_bf16_moe_op", "trtllm_fp4_block_scale_moe_op",
+                  "trtllm_fp8_block_scale_moe_op", "trtllm_fp8_per_channel_scale_moe_op",
+                  "trtllm_fp8_per_tensor_scale_moe_op",
+                  "trtllm_fp8_per_tensor_scale_routed_moe_op",
+                  "trtllm_mxint4_block_scale_moe_op")},
+    **{(f"flashinfer.fused_moe.backends.prims_ts.{module}", op): {
+        "dormant": "result is the caller's output only when one is given"}
+       for module, op in (("bf16_op", "prims_ts_bf16_moe_op"),
+                          ("fp4_op", "prims_ts_fp4_block_scale_moe"),
+                          ("fp8_op", "prims_ts_fp8_block_scale_moe"),
+                          ("fp8_op", "prims_ts_fp8_per_tensor_scale_moe"))},
+    ("flashinfer.fused_moe.core", "get_cutlass_fused_moe_module.<locals>.cutlass_fused_moe"): {
+        "dormant": "result is (or holds) the caller's output",
+    },
+    ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
+        "dormant": "result is the caller's output only when one is given",
     },
 }
 
