@@ -451,7 +451,15 @@ def main():
                    help="only build that FlashInfer JIT module (one eager call) and exit; "
                         "decoder_layer.sh runs the four at once, as a module is a few source "
                         "files and its own build uses few cores")
+    p.add_argument("--changing", type=int, default=0, metavar="STEPS",
+                   help="issue 18: STEPS decode steps of changing batch (bs up to the largest "
+                        "--bs), each with a new plan, from one compile; then exit")
     args = p.parse_args()
+    if args.changing:
+        torch.set_grad_enabled(False)
+        changing_batches(Layer(), args.changing, max(int(b) for b in args.bs.split(",")),
+                         args.ctx, args.tensor_cores, args.rounds)
+        return
     if args.prebuild:
         prebuild(args.prebuild, args.tensor_cores)
         return
@@ -535,6 +543,87 @@ def main():
     if status is not None:
         woken = {m: s["woken"] for m, s in status().items() if isinstance(s, dict) and s.get("woken")}
         print(f"WOKEN {woken}", flush=True)
+
+
+class Batches:
+    """Issue 18: a server's decode steps, each with a new batch and so a new plan. One KV cache
+    for the largest batch; each step takes `bs` requests with random context lengths, random
+    pages, and plans one decode wrapper (not in CUDA-graph mode: the batch changes per step)
+    for them, outside the compiled forward, as SGLang's init_forward_metadata does."""
+
+    def __init__(self, max_bs, max_ctx, tensor_cores):
+        self.pages_per_req = -(-(max_ctx + 1) // PAGE)
+        num_pages = max_bs * self.pages_per_req
+        g = torch.Generator(device=DEV).manual_seed(7)
+        shape = (num_pages, PAGE, NKV, HEAD)
+        self.k_cache = torch.randn(shape, generator=g, device=DEV, dtype=torch.bfloat16)
+        self.v_cache = torch.randn(shape, generator=g, device=DEV, dtype=torch.bfloat16)
+        self.num_pages, self.max_ctx = num_pages, max_ctx
+        self.wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
+            torch.zeros(WORKSPACE_BYTES, dtype=torch.uint8, device=DEV), "NHD",
+            use_tensor_cores=tensor_cores)
+
+    def step(self, bs, seed):
+        g = torch.Generator().manual_seed(seed)
+        ctx = torch.randint(1, self.max_ctx, (bs,), generator=g)  # tokens before this one
+        kv_len = ctx + 1
+        pages = (kv_len + PAGE - 1) // PAGE
+        indptr = torch.cat([torch.zeros(1, dtype=torch.int32), pages.cumsum(0).int()])
+        perm = torch.randperm(self.num_pages, generator=g)[: int(pages.sum())].int()
+        self.indices, self.indptr = perm.to(DEV), indptr.to(DEV)
+        self.last_page_len = (kv_len - (pages - 1) * PAGE).int().to(DEV)
+        self.positions = ctx.to(DEV)
+        self.append_positions = self.positions.to(torch.int32)
+        self.batch_indices = torch.arange(bs, device=DEV, dtype=torch.int32)
+        self.wrapper.plan(self.indptr, self.indices, self.last_page_len, NQ, NKV, HEAD, PAGE,
+                          pos_encoding_mode="NONE", q_data_type=torch.bfloat16,
+                          kv_data_type=torch.bfloat16)
+        self.bs = bs
+        x = torch.randn(bs, HIDDEN, generator=g).to(DEV, torch.bfloat16)
+        for t in (x, self.indices, self.indptr, self.last_page_len, self.positions,
+                  self.append_positions, self.batch_indices):
+            torch._dynamo.mark_dynamic(t, 0)
+        return x
+
+
+def changing_batches(layer, steps, max_bs, max_ctx, tensor_cores, rounds):
+    """One inductor compile of the whole layer (attention traced, batch dimension dynamic), run
+    over `steps` decode steps of changing batch size, each planned anew; against eager on the
+    same steps. Prints CHANGING with frames compiled, equality and per-step times."""
+    from torch._dynamo.utils import counters
+    state = Batches(max_bs, max_ctx, tensor_cores)
+    g = torch.Generator().manual_seed(0)
+    sizes = [int(b) for b in torch.randint(2, max_bs + 1, (steps,), generator=g)]
+    counters.clear()
+    compiled = torch.compile(lambda x: layer.forward(x, state, False), fullgraph=True,
+                             backend="inductor")
+    eager = lambda x: layer.forward(x, state, False)  # noqa: E731
+    unequal, times = [], {"eager": [], "compiled": []}
+    k_saved, v_saved = state.k_cache.clone(), state.v_cache.clone()
+    for r in range(rounds):
+        for i, bs in enumerate(sizes):
+            # Eager first in the checking round; then the order alternates per round.
+            for name, fn in (("eager", eager), ("compiled", compiled))[::(-1 if r % 2 else 1)]:
+                x = state.step(bs, seed=i)
+                state.k_cache.copy_(k_saved)
+                state.v_cache.copy_(v_saved)
+                torch.cuda.synchronize()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                out = clone_out(fn(x))
+                end.record()
+                end.synchronize()
+                if r:  # the first round compiles
+                    times[name].append(start.elapsed_time(end) * 1000.0)
+                if name == "eager":
+                    ref = out
+                elif r == 0 and not all(torch.equal(a, b) for a, b in zip(ref, out)):
+                    unequal.append(bs)
+    e, c = statistics.median(times["eager"]), statistics.median(times["compiled"])
+    print(f"CHANGING steps={steps} distinct_bs={len(set(sizes))} "
+          f"frames={counters['stats'].get('unique_graphs', 0)} unequal={unequal} "
+          f"eager_us={e:.1f} compiled_us={c:.1f} compiled_x={e / c:.3f} rounds={rounds - 1}",
+          flush=True)
 
 
 def prebuild(what, tensor_cores):

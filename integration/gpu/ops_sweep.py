@@ -35,6 +35,7 @@ def cases():
         lambda a, r: flashinfer.gemma_fused_add_rmsnorm(a, r, w, 1e-6), x, x)
     wf, bf = t(4096, dtype=torch.float32), t(4096, dtype=torch.float32)
     yield "layernorm", lambda: flashinfer.layernorm(x, wf, bf, 1e-6)
+    yield from quant_norm_cases(x, w)
     a = t(8, 2 * 4096)
     yield "silu_and_mul", lambda: flashinfer.silu_and_mul(a)
     yield "gelu_and_mul", lambda: flashinfer.gelu_and_mul(a)
@@ -56,6 +57,13 @@ def cases():
     yield "min_p_sampling_from_probs", Seeded(lambda: s.min_p_sampling_from_probs(probs, 0.1))
     yield "top_k_top_p_sampling_from_probs", Seeded(
         lambda: s.top_k_top_p_sampling_from_probs(probs, 50, 0.9))
+    # The joint path SGLang's sampler calls, from probs and from logits (issue 18).
+    yield "top_k_top_p_sampling_from_probs(joint)", Seeded(
+        lambda: s.top_k_top_p_sampling_from_probs(probs, 50, 0.9, filter_apply_order="joint"))
+    yield "top_k_top_p_sampling_from_logits(joint)", Seeded(
+        lambda: s.top_k_top_p_sampling_from_logits(logits, 50, 0.9, filter_apply_order="joint"))
+    yield "top_k_top_p_sampling_from_logits", Seeded(
+        lambda: s.top_k_top_p_sampling_from_logits(logits, 50, 0.9))
     va, sa = t(8, 4, 128), t(8, 4, dtype=torch.float32)
     vb, sb = t(8, 4, 128), t(8, 4, dtype=torch.float32)
     yield "merge_state", lambda: flashinfer.merge_state(va, sa, vb, sb)
@@ -75,6 +83,24 @@ def cases():
 
 
 HEAD, NQ, NK, PAGE = 128, 8, 2, 16
+
+
+def quant_norm_cases(x, w):
+    """The fp8-quant norms SGLang registers itself, with the scale as a tensor and as a float."""
+    norm = flashinfer.norm
+    for kind, scale in (("tensor", torch.tensor([0.5], device=DEV)), ("float", 0.5)):
+        def quant(scale=scale):
+            out = torch.empty(x.shape, device=DEV, dtype=torch.float8_e4m3fn)
+            norm.rmsnorm_quant(out, x, w, scale, 1e-6)
+            return out.view(torch.uint8)
+        yield f"rmsnorm_quant({kind} scale)", quant
+
+        def fused(scale=scale):
+            out = torch.empty(x.shape, device=DEV, dtype=torch.float8_e4m3fn)
+            residual = x.clone()
+            norm.fused_add_rmsnorm_quant(out, x, residual, w, scale, 1e-6)
+            return out.view(torch.uint8), residual
+        yield f"fused_add_rmsnorm_quant({kind} scale)", fused
 
 
 def rope_cases():
@@ -128,6 +154,12 @@ def attention_cases():
 
     q1, k1, v1 = t(NQ, HEAD), t(300, NK, HEAD), t(300, NK, HEAD)
     yield "single_decode_with_kv_cache", lambda: flashinfer.single_decode_with_kv_cache(q1, k1, v1)
+
+    def with_lse():
+        # An inductor graph that reads the lse the kernel writes (undeclared by FlashInfer).
+        o, lse = flashinfer.single_decode_with_kv_cache(q1, k1, v1, return_lse=True)
+        return o, lse * 2 + 1
+    yield "single_decode_with_kv_cache(return_lse)", with_lse
     qp, kp, vp = t(64, NQ, HEAD), t(300, NK, HEAD), t(300, NK, HEAD)
     yield "single_prefill_with_kv_cache", lambda: flashinfer.single_prefill_with_kv_cache(
         qp, kp, vp, causal=True, backend="fa2")
