@@ -112,7 +112,15 @@ fn parse_target(s: &str) -> Result<(String, PathBuf), String> {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| {
+        // Help and version go to stdout with 0; a usage error is one of dynafold's own.
+        let _ = e.print();
+        std::process::exit(if e.use_stderr() {
+            cli::run::EXIT_OWN_ERROR
+        } else {
+            0
+        });
+    });
     let result = match cli.command {
         Command::Run(args) => run(args),
         Command::Doctor { python, lib } => {
@@ -156,7 +164,7 @@ fn main() {
         Ok(code) => std::process::exit(code),
         Err(msg) => {
             eprintln!("dynafold: {msg}");
-            std::process::exit(2);
+            std::process::exit(cli::run::EXIT_OWN_ERROR);
         }
     }
 }

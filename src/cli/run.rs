@@ -19,6 +19,9 @@ pub const PYTHON_LIB: &str = "libdynafold_python.so";
 /// Exit codes for a command that could not be started, as shells and `env` use them.
 const EXIT_NOT_FOUND: i32 = 127;
 const EXIT_NOT_EXECUTABLE: i32 = 126;
+/// dynafold's own failures (bad usage, no library, no report folder), as `env` and `timeout`
+/// use 125: a child's exit code of 1 or 2 must not be mistaken for dynafold's.
+pub const EXIT_OWN_ERROR: i32 = 125;
 
 /// Settings passed to the child as DYNAFOLD_* variables (each already validated by clap or
 /// by the libraries themselves, which warn and use defaults).
@@ -255,18 +258,6 @@ fn prepare_child(cmd: &mut Command, state: SignalState) {
     }
 }
 
-/// The reports name the user's source files and frames and the sink creates them 0600, so a
-/// folder made here is private too: 0700, which a umask can only narrow (parents created for
-/// it alike). An existing folder keeps the mode its owner chose.
-fn create_report_dir(dir: &Path) -> Result<(), String> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| format!("cannot create report folder {}: {e}", dir.display()))
-}
-
 /// Runs `argv` under dynafold; returns the exit code this command should exit with.
 pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
     let (program, args) = argv
@@ -283,7 +274,7 @@ pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
         cmd.env(k, v);
     }
     if let Some(dir) = &opts.report_dir {
-        create_report_dir(dir)?;
+        super::report_dir::prepare(dir)?;
     }
     let signals = install_forwarding();
     prepare_child(&mut cmd, signals);

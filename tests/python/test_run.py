@@ -1,9 +1,11 @@
 """`dynafold run` as an operator uses it: real binary, real child processes, real signals."""
 import os
+import pathlib
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -236,7 +238,7 @@ def test_missing_library(dynafold, how):
     else:
         env["DYNAFOLD_LIB"] = "/nonexistent/libdynafold.so"
     r = run(cmd + ["--", PY, "-c", "print('RAN')"], env)
-    assert r.returncode != 0
+    assert r.returncode == 125
     assert "RAN" not in r.stdout.decode()
     assert "/nonexistent/libdynafold.so not found" in one_error_line(r)
 
@@ -283,7 +285,8 @@ def test_options_reach_the_child_as_variables(dynafold, tmp_path):
 def test_bad_option_values_are_refused(dynafold):
     for args in (["--cuda-version", "12.8\"); x"], ["--nvcc-timeout", "0"]):
         r = run([dynafold, "run", *args, "--", PY, "-c", "print('RAN')"], clean_env())
-        assert r.returncode != 0 and b"RAN" not in r.stdout
+        # 125, dynafold's own: not a code the command itself could have exited with.
+        assert r.returncode == 125 and b"RAN" not in r.stdout, r.stderr.decode()
 
 
 def test_help_lists_every_variable(dynafold):
@@ -293,3 +296,46 @@ def test_help_lists_every_variable(dynafold):
                 "DYNAFOLD_REPORT_DIR", "DYNAFOLD_CACHE_DIR", "DYNAFOLD_DISABLE", "DYNAFOLD_LIB",
                 "DYNAFOLD_FP4_OPAQUE", "DYNAFOLD_OPS"):
         assert f"[env: {var}" in text, var
+
+
+def as_unprivileged():
+    """A preexec_fn for a process that mode bits apply to: root writes anywhere, so as root
+    the process becomes nobody; otherwise it runs as the test's own user."""
+    if os.geteuid() != 0:
+        return None
+
+    def drop():
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+    return drop
+
+
+@pytest.fixture
+def shared_tmp():
+    """A folder nobody can traverse too (pytest's tmp_path is private to its user)."""
+    d = tempfile.mkdtemp(prefix="dynafold-test-", dir="/tmp")
+    os.chmod(d, 0o755)
+    yield pathlib.Path(d)
+    for root, dirs, _ in os.walk(d):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o755)
+    shutil.rmtree(d)
+
+
+@pytest.mark.parametrize("made", ["existing", "to-create"])
+def test_read_only_report_folder_is_refused_before_the_command(dynafold, shared_tmp, made):
+    """A folder the processes cannot write would read as "no graph breaks": refused with one
+    line and dynafold's own exit code, and the command never starts."""
+    ro = shared_tmp / "ro"
+    ro.mkdir()
+    rep = ro if made == "existing" else ro / "rep"
+    ro.chmod(0o555)
+    marker = shared_tmp / "ran"
+    shared_tmp.chmod(0o777)
+    r = run([dynafold, "run", "--report-dir", str(rep), "--", "/bin/sh", "-c", f"echo RAN > {marker}"],
+            clean_env(), preexec_fn=as_unprivileged())
+    assert r.returncode == 125, r.stderr.decode()
+    line = one_error_line(r)
+    assert str(rep) in line and ("not writable" in line or "cannot create" in line), line
+    assert not marker.exists() and b"RAN" not in r.stdout
