@@ -194,9 +194,6 @@ fn run(args: RunArgs) -> Result<i32, String> {
         Some(d) => Some(std::path::absolute(&d).map_err(|e| format!("report folder: {e}"))?),
         None => None,
     };
-    if let Some(d) = &report_dir {
-        env.push(("DYNAFOLD_REPORT_DIR", d.clone().into()));
-    }
     if let Some(d) = args.cache_dir {
         let d = std::path::absolute(&d).map_err(|e| format!("cache folder: {e}"))?;
         env.push(("DYNAFOLD_CACHE_DIR", d.into()));

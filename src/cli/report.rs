@@ -2,11 +2,12 @@
 
 use std::path::Path;
 
-use crate::report::{merge_dir, table};
+use crate::report::{merge_newest_run, table};
 
 /// The text to print, or a one-line error.
 pub fn run(dir: &Path, json: bool) -> Result<String, String> {
-    let merged = merge_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let merged =
+        merge_newest_run(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
     if json {
         return table::render_json(&merged);
     }

@@ -28,6 +28,7 @@ pub const EXIT_OWN_ERROR: i32 = 125;
 #[derive(Default)]
 pub struct RunOptions {
     pub env: Vec<(&'static str, OsString)>,
+    /// Absolute; the processes write into a fresh run folder inside it.
     pub report_dir: Option<PathBuf>,
     pub lib: Option<PathBuf>,
 }
@@ -273,8 +274,12 @@ pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
     for (k, v) in &opts.env {
         cmd.env(k, v);
     }
-    if let Some(dir) = &opts.report_dir {
-        super::report_dir::prepare(dir)?;
+    let run_dir = match &opts.report_dir {
+        Some(dir) => Some(super::report_dir::prepare(dir)?),
+        None => None,
+    };
+    if let Some(dir) = &run_dir {
+        cmd.env("DYNAFOLD_REPORT_DIR", dir);
     }
     let signals = install_forwarding();
     prepare_child(&mut cmd, signals);
@@ -298,9 +303,9 @@ pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
         .map_err(|e| format!("waiting for the command: {e}"))?;
     CHILD.store(0, Ordering::Relaxed);
     restore_defaults(&signals);
-    if let Some(dir) = &opts.report_dir {
+    if let Some(dir) = &run_dir {
         // Processes write a report file at their first break only: none means none broke.
-        match crate::report::merge_dir(dir) {
+        match crate::report::merge_newest_run(dir) {
             Ok(m) if m.files.is_empty() => eprintln!(
                 "dynafold: no graph breaks recorded in any process (report folder {})",
                 dir.display()

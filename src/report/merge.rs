@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::covered::is_covered;
 use super::record::{Line, Record, SiteKey};
+use super::runs::select;
 
 /// One site across every process that hit it.
 #[derive(Clone, Debug, Serialize)]
@@ -88,6 +89,10 @@ pub struct Merged {
     /// `*.jsonl` entries left out or cut short, each with why: one bad entry (a symlink, a
     /// FIFO, an unreadable or oversized file) must not cost the rest of the run its summary.
     pub skipped: Vec<String>,
+    /// The run of `dynafold run` these reports come from (`runs::select`).
+    pub run: Option<String>,
+    /// The folder's other, older runs, not merged.
+    pub other_runs: Vec<String>,
 }
 
 impl Merged {
@@ -107,6 +112,15 @@ impl Merged {
 /// Dynamo compiles, not per call, so this is far beyond a real run; a bigger file is not one
 /// dynafold wrote, and reading it whole could exhaust the memory of the wrapper.
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// The newest run of `dir` (or `dir` itself when it holds no run), named in the result.
+pub fn merge_newest_run(dir: &Path) -> io::Result<Merged> {
+    let selection = select(dir)?;
+    let mut merged = merge_dir(&selection.dir)?;
+    merged.run = selection.run;
+    merged.other_runs = selection.other_runs;
+    Ok(merged)
+}
 
 /// Reads every `*.jsonl` regular file directly in `dir`. Only the folder itself failing is an
 /// error; each entry that cannot be read is a warning and a line in `skipped`.

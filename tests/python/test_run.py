@@ -1,4 +1,5 @@
 """`dynafold run` as an operator uses it: real binary, real child processes, real signals."""
+import json
 import os
 import pathlib
 import shutil
@@ -13,6 +14,8 @@ import pytest
 from conftest import DYNAFOLD, FORWARDED, PRELOAD, Proc, alive, clean_env, run, signals_as
 
 PY = os.path.realpath(sys.executable)
+# The venv's own interpreter (its real path would leave the venv, and torch with it).
+TORCH_PY = sys.executable
 PROBE = ("import os, sys; print('FIRST', type(sys.meta_path[0]).__name__); "
          "print('LD_PRELOAD', os.environ.get('LD_PRELOAD'))")
 
@@ -277,8 +280,11 @@ def test_options_reach_the_child_as_variables(dynafold, tmp_path):
              PY, "-c", code], clean_env(), cwd=tmp_path)
     assert r.returncode == 0, r.stderr.decode()
     got = dict(eval(lines(r, "VARS")[0]))
+    # Each run writes into its own folder inside the report folder.
+    run_dir = pathlib.Path(got.pop("DYNAFOLD_REPORT_DIR"))
+    assert run_dir.parent == tmp_path / "rep" and run_dir.name.startswith("run-"), run_dir
     assert got == {"DYNAFOLD_LOG": "info", "DYNAFOLD_CUDA_VERSION": "12.8",
-                   "DYNAFOLD_NVCC_TIMEOUT": "5", "DYNAFOLD_REPORT_DIR": str(tmp_path / "rep"),
+                   "DYNAFOLD_NVCC_TIMEOUT": "5",
                    "DYNAFOLD_CACHE_DIR": str(tmp_path / "cache"), "DYNAFOLD_DISABLE": "1"}
 
 
@@ -339,3 +345,34 @@ def test_read_only_report_folder_is_refused_before_the_command(dynafold, shared_
     line = one_error_line(r)
     assert str(rep) in line and ("not writable" in line or "cannot create" in line), line
     assert not marker.exists() and b"RAN" not in r.stdout
+
+
+BREAKS = """
+import torch
+def f(x):
+    print("tick")
+    return x + 1
+torch.compile(f, backend="eager")(torch.ones(2))
+"""
+
+
+def test_reused_report_folder_reports_only_this_run(dynafold, tmp_path):
+    """An earlier run's break is never reported for a later run, and `dynafold report` says
+    which run it read."""
+    rep = tmp_path / "rep"
+    first = run([dynafold, "run", "--report-dir", str(rep), "--", TORCH_PY, "-c", BREAKS], clean_env(),
+                timeout=300)
+    assert first.returncode == 0, first.stderr.decode()
+    assert "1 graph break at 1 site from 1 process" in first.stderr.decode(), first.stderr.decode()
+    # A program that never imports torch, with the same folder.
+    second = run([dynafold, "run", "--report-dir", str(rep), "--", PY, "-c", "pass"], clean_env())
+    assert second.returncode == 0, second.stderr.decode()
+    assert "no graph breaks recorded in any process" in second.stderr.decode(), second.stderr.decode()
+    runs = sorted(p.name for p in rep.iterdir())
+    assert len(runs) == 2 and all(n.startswith("run-") for n in runs), runs
+    report = run([dynafold, "report", "--json", str(rep)], clean_env())
+    merged = json.loads(report.stdout)
+    assert (merged["total"], merged["run"], merged["other_runs"]) == (0, runs[1], [runs[0]]), merged
+    table = run([dynafold, "report", str(rep / runs[0])], clean_env()).stdout.decode()
+    assert table.startswith("dynafold: 1 graph break at 1 site from 1 process"), table
+    assert f"run {runs[0]}" in table, table
