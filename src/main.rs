@@ -133,8 +133,9 @@ fn main() {
             Ok(code)
         }
         Command::Report { dir, json } => cli::report::run(&dir, json).map(|out| {
-            print!("{out}");
-            0
+            print!("{}", out.stdout);
+            eprint!("{}", out.stderr);
+            out.code
         }),
         Command::Rewrite {
             diff,

@@ -306,7 +306,7 @@ pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
     if let Some(dir) = &run_dir {
         // Processes write a report file at their first break only: none means none broke.
         match crate::report::merge_newest_run(dir) {
-            Ok(m) if m.files.is_empty() => eprintln!(
+            Ok(m) if m.files.is_empty() && m.skipped.is_empty() => eprintln!(
                 "dynafold: no graph breaks recorded in any process (report folder {})",
                 dir.display()
             ),

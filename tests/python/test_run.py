@@ -376,3 +376,17 @@ def test_reused_report_folder_reports_only_this_run(dynafold, tmp_path):
     table = run([dynafold, "report", str(rep / runs[0])], clean_env()).stdout.decode()
     assert table.startswith("dynafold: 1 graph break at 1 site from 1 process"), table
     assert f"run {runs[0]}" in table, table
+
+
+def test_report_names_junk_and_fails_when_it_read_nothing(dynafold, tmp_path):
+    (tmp_path / "a.jsonl").write_text("not json\n")
+    r = run([dynafold, "report", str(tmp_path)], clean_env())
+    assert r.returncode == 1 and r.stdout == b"", r
+    assert "a.jsonl: not a report" in r.stderr.decode() and "process" not in r.stderr.decode()
+    r = run([dynafold, "report", "--json", str(tmp_path)], clean_env())
+    assert r.returncode == 1 and r.stdout.endswith(b"}\n"), r
+    assert json.loads(r.stdout)["files"] == []
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run([dynafold, "report", str(empty)], clean_env())
+    assert r.returncode == 1 and r.stdout == b"" and b"no report files" in r.stderr, r
