@@ -6,3 +6,4 @@ pub mod report;
 pub mod report_dir;
 pub mod rewrite;
 pub mod run;
+pub mod setting;

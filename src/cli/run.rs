@@ -28,6 +28,8 @@ pub const EXIT_OWN_ERROR: i32 = 125;
 #[derive(Default)]
 pub struct RunOptions {
     pub env: Vec<(&'static str, OsString)>,
+    /// Variables taken out of the command's environment (bad values, already warned about).
+    pub unset: Vec<&'static str>,
     /// Absolute; the processes write into a fresh run folder inside it.
     pub report_dir: Option<PathBuf>,
     pub lib: Option<PathBuf>,
@@ -263,7 +265,7 @@ fn prepare_child(cmd: &mut Command, state: SignalState) {
 pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
     let (program, args) = argv
         .split_first()
-        .ok_or("no command given: dynafold run [OPTIONS] -- COMMAND [ARGS...]")?;
+        .ok_or("no command given: dynafold run [OPTIONS] [--] COMMAND [ARGS...]")?;
     let lib = find_preload(opts.lib.as_deref())?;
     let mut cmd = Command::new(program);
     cmd.args(args);
@@ -271,6 +273,9 @@ pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
         "LD_PRELOAD",
         preload_value(&lib, std::env::var_os("LD_PRELOAD").as_deref()),
     );
+    for k in &opts.unset {
+        cmd.env_remove(k);
+    }
     for (k, v) in &opts.env {
         cmd.env(k, v);
     }

@@ -276,7 +276,7 @@ def test_options_reach_the_child_as_variables(dynafold, tmp_path):
     code = ("import os; print('VARS', sorted((k, v) for k, v in os.environ.items() "
             "if k.startswith('DYNAFOLD_')))")
     r = run([dynafold, "run", "--log", "info", "--cuda-version", "12.8", "--nvcc-timeout", "5",
-             "--report-dir", "rep", "--cache-dir", "cache", "--disable", "true", "--",
+             "--report-dir", "rep", "--cache-dir", "cache", "--disable", "--",
              PY, "-c", code], clean_env(), cwd=tmp_path)
     assert r.returncode == 0, r.stderr.decode()
     got = dict(eval(lines(r, "VARS")[0]))
@@ -390,3 +390,51 @@ def test_report_names_junk_and_fails_when_it_read_nothing(dynafold, tmp_path):
     empty.mkdir()
     r = run([dynafold, "report", str(empty)], clean_env())
     assert r.returncode == 1 and r.stdout == b"" and b"no report files" in r.stderr, r
+
+
+VARS = ("import os; print('VARS', sorted((k, v) for k, v in os.environ.items() "
+        "if k.startswith('DYNAFOLD_') and k != 'DYNAFOLD_CACHE_DIR'))")
+
+
+@pytest.mark.parametrize("var,value", [("DYNAFOLD_DISABLE", "maybe"), ("DYNAFOLD_OPS", "2"),
+                                       ("DYNAFOLD_LOG", "loud"), ("DYNAFOLD_NVCC_TIMEOUT", "0"),
+                                       ("DYNAFOLD_CUDA_VERSION", "12")])
+def test_a_bad_variable_is_one_warning_and_the_default(dynafold, var, value):
+    """As every process treats it, said once by `run`, not a usage error naming an option."""
+    r = run([dynafold, "run", "--", PY, "-c", VARS], clean_env(**{var: value}))
+    assert r.returncode == 0, r.stderr.decode()
+    line = one_error_line(r)
+    assert line.startswith(f"dynafold: {var}=\"{value}\" ") and "using the default" in line, line
+    assert "--" not in line, line
+    # Taken out of the command's environment: no process says it again.
+    assert eval(lines(r, "VARS")[0]) == []
+
+
+@pytest.mark.parametrize("value,passed", [("TRUE", "1"), ("Off", "0"), ("", None)])
+def test_yes_no_variables_in_any_case_empty_is_unset(dynafold, value, passed):
+    r = run([dynafold, "run", "--", PY, "-c", VARS], clean_env(DYNAFOLD_DISABLE=value))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr.decode()
+    got = dict(eval(lines(r, "VARS")[0]))
+    assert got.get("DYNAFOLD_DISABLE") == (passed if passed is not None else value)
+
+
+def test_yes_no_options_work_bare_or_with_equals(dynafold):
+    for args, expected in ((["--disable"], "1"), (["--disable=no"], "0"), (["--ops=OFF"], "0")):
+        r = run([dynafold, "run", *args, "--", PY, "-c", VARS], clean_env())
+        assert r.returncode == 0, r.stderr.decode()
+        assert expected in dict(eval(lines(r, "VARS")[0])).values(), (args, r.stdout)
+    r = run([dynafold, "run", "--disable=maybe", "--", PY, "-c", VARS], clean_env())
+    assert r.returncode == 125 and b"VARS" not in r.stdout
+    assert "--disable=\"maybe\" is not one of" in one_error_line(r)
+    # The old spelling is refused, not run as the command `true`.
+    r = run([dynafold, "run", "--disable", "true", "--", PY, "-c", VARS], clean_env())
+    assert r.returncode == 125 and b"VARS" not in r.stdout
+    assert "--disable=true" in one_error_line(r)
+
+
+def test_the_command_needs_no_double_dash(dynafold):
+    r = run([dynafold, "run", "--log", "warn", PY, "-c", "import sys; print('ARGS', sys.argv[1:])",
+             "--disable", "-x"], clean_env())
+    assert r.returncode == 0, r.stderr.decode()
+    # Options after the command are the command's.
+    assert lines(r, "ARGS") == ["['--disable', '-x']"]
