@@ -7,3 +7,4 @@ pub mod report_dir;
 pub mod rewrite;
 pub mod run;
 pub mod setting;
+pub mod signals;

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import DYNAFOLD, FORWARDED, PRELOAD, Proc, alive, clean_env, run, signals_as
+from conftest import DYNAFOLD, FORWARDED, FORWARDED_TOO, PRELOAD, Proc, alive, clean_env, run, signals_as
 
 PY = os.path.realpath(sys.executable)
 # The venv's own interpreter (its real path would leave the venv, and torch with it).
@@ -58,6 +58,8 @@ def test_existing_preload_entries_are_kept_once(dynafold, tmp_path):
 
 
 SIGNALS = [pytest.param(s, id=s.name) for s in FORWARDED]
+MORE_SIGNALS = [pytest.param(s, id="SIGRTMIN+1" if s == signal.SIGRTMIN + 1 else signal.Signals(s).name)
+                for s in FORWARDED_TOO]
 
 
 def start(dynafold, code, ignored=(), args=()):
@@ -82,7 +84,26 @@ def test_signal_is_forwarded_and_its_exit_code_returned(dynafold, sig):
         assert p.expect("CHILD got", 5) == f"CHILD got {int(sig)}"
 
 
-@pytest.mark.parametrize("sig", SIGNALS)
+@pytest.mark.parametrize("sig", MORE_SIGNALS)
+def test_every_other_signal_is_forwarded_unchanged(dynafold, sig):
+    """USR1, USR2, WINCH and the rest reach the command as themselves (USR1 used to kill the
+    wrapper, and the command got SIGTERM)."""
+    child = ("import signal, time\n"
+             "got = []\n"
+             f"signal.signal({int(sig)}, lambda n, f: got.append(n))\n"
+             "print('READY', flush=True)\n"
+             "for _ in range(600):\n"
+             "    if got: break\n"
+             "    time.sleep(0.1)\n"
+             "print('CHILD got', got, flush=True)\n")
+    with start(dynafold, child) as p:
+        p.expect("READY", 60)
+        p.send_signal(sig)
+        assert p.wait(30) == 0, p.stderr
+        assert p.expect("CHILD got", 5) == f"CHILD got [{int(sig)}]"
+
+
+@pytest.mark.parametrize("sig", SIGNALS + [pytest.param(signal.SIGUSR1, id="SIGUSR1")])
 def test_child_killed_by_forwarded_signal_gives_128_plus_n(dynafold, sig):
     # SIGINT too: CPython turns it into KeyboardInterrupt and, unhandled, dies of SIGINT.
     with start(dynafold, "print('READY', flush=True); import time; time.sleep(60)") as p:
