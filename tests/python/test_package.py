@@ -163,3 +163,13 @@ def test_wheel_preload_depends_on_glibc_only_and_is_inert(installed, tmp_path):
     loader = {n for n in needed if n.startswith("ld-linux")}
     assert needed - loader <= GLIBC_LIBS, needed
     assert_programs_untouched(lib, tmp_path)
+
+
+def test_a_missing_cargo_is_one_line(tmp_path):
+    """Not a Python traceback ending in FileNotFoundError: 'cargo'."""
+    code = ("import sys; sys.path.insert(0, 'python/build_backend'); import dynafold_build; "
+            "dynafold_build.build_wheel(sys.argv[1])")
+    r = run([sys.executable, "-c", code, str(tmp_path)], clean_env(PATH=str(tmp_path)), cwd=ROOT)
+    err = [l for l in r.stderr.decode().splitlines() if l.strip()]
+    assert r.returncode == 1 and len(err) == 1, err
+    assert "needs Rust's cargo" in err[0] and "rustup.rs" in err[0], err
