@@ -140,7 +140,16 @@ pub fn dir(name: &str) -> Option<PathBuf> {
 }
 
 /// Test-only fault injection (`DYNAFOLD_TEST_FAULT=find_spec|exec_module`), so the tests can
-/// prove that an internal error falls back to the normal import.
+/// prove that an internal error falls back to the normal import. Built only with the
+/// `test-fault` feature: in a user's build no variable can make dynafold fail on purpose.
+#[cfg(feature = "test-fault")]
 pub fn test_fault(point: &str) -> bool {
     var("DYNAFOLD_TEST_FAULT").is_some_and(|v| v == point)
+}
+
+/// Without the feature the variable is not even read, and the faults' code is dead (the
+/// wheel's library does not hold the name: `test_package.py` checks).
+#[cfg(not(feature = "test-fault"))]
+pub fn test_fault(_point: &str) -> bool {
+    false
 }

@@ -111,6 +111,12 @@ def elf_files(v):
     return [d / "libdynafold.so", d / "libdynafold_python.so", v / "bin" / "dynafold"]
 
 
+def test_wheel_has_no_fault_injection(installed):
+    """DYNAFOLD_TEST_FAULT is a test build's only (cargo feature test-fault)."""
+    for lib in ("libdynafold.so", "libdynafold_python.so"):
+        assert b"DYNAFOLD_TEST_FAULT" not in (package_dir(installed) / lib).read_bytes(), lib
+
+
 def test_wheel_tag_is_manylinux_2_28(wheel):
     for tag in wheel_tags(wheel):
         assert manylinux_version(tag) <= MANYLINUX, wheel.name

@@ -176,5 +176,8 @@ def test_internal_error_falls_back_to_the_normal_import(preload, tmp_path, fault
     assert r.returncode == 0, r.stderr.decode()
     assert r.stdout.decode().strip() == "42"
     lines = r.stderr.decode().splitlines()
+    # Compiled in only with the test feature (scripts/test builds it so).
+    assert lines, ("no fault: build with cargo build --release --workspace "
+                   "--features dynafold-python/test-fault")
     assert len(lines) == 1 and "fault injected by DYNAFOLD_TEST_FAULT" in lines[0], lines
     assert "falling back to the normal import" in lines[0]
