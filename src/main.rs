@@ -24,7 +24,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run COMMAND with dynafold active in every Python process it starts.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Check that `dynafold run` will work here: Python, torch, FlashInfer, CUDA version
     /// sources, the rules, and a live start with the preload. Exits 0 only when all is well.
     Doctor {
@@ -222,7 +222,7 @@ fn check_command_start(command: &[OsString]) -> Result<(), String> {
     Ok(())
 }
 
-fn run(args: RunArgs, m: &ArgMatches) -> Result<i32, String> {
+fn run(args: Box<RunArgs>, m: &ArgMatches) -> Result<i32, String> {
     check_command_start(&args.command)?;
     let mut env: Vec<(&'static str, OsString)> = Vec::new();
     let mut unset: Vec<&'static str> = Vec::new();

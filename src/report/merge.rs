@@ -421,7 +421,9 @@ mod tests {
         // A FIFO nobody writes to would block the open forever: bound the wait.
         let path = dir.path().to_path_buf();
         let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || tx.send(merge_dir(&path).map_err(|e| e.to_string())));
+        std::thread::spawn(move || {
+            tx.send(merge_dir(&path).map(Box::new).map_err(|e| e.to_string()))
+        });
         let m = rx
             .recv_timeout(std::time::Duration::from_secs(30))
             .expect("merge_dir blocked on a FIFO")
