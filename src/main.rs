@@ -4,8 +4,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use dynafold_core::cli;
+use dynafold_core::cli::setting::{self, Checked, Resolved, Source};
 use dynafold_core::cuda::CudaVersion;
 
 #[derive(Parser)]
@@ -22,7 +24,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run COMMAND with dynafold active in every Python process it starts.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Check that `dynafold run` will work here: Python, torch, FlashInfer, CUDA version
     /// sources, the rules, and a live start with the preload. Exits 0 only when all is well.
     Doctor {
@@ -66,40 +68,54 @@ enum Command {
     },
 }
 
-/// Every option has an environment-variable twin; the child inherits the variables.
+/// Every option has an environment-variable twin; the child inherits the variables. The
+/// checked ones never fail in clap (`cli::setting`): a bad variable is one warning and the
+/// default, as in every process, not a usage error naming an option nobody passed.
 #[derive(Args)]
 struct RunArgs {
     /// Log filter for dynafold in the child processes (env_logger syntax).
-    #[arg(long, env = "DYNAFOLD_LOG", value_name = "FILTER")]
-    log: Option<String>,
+    #[arg(long, env = "DYNAFOLD_LOG", value_name = "FILTER", value_parser = setting::log_filter)]
+    log: Option<Checked<String>>,
     /// Use this CUDA version (MAJOR.MINOR) instead of running nvcc.
-    #[arg(long, env = "DYNAFOLD_CUDA_VERSION", value_parser = parse_version)]
-    cuda_version: Option<CudaVersion>,
+    #[arg(long, env = "DYNAFOLD_CUDA_VERSION", value_name = "MAJOR.MINOR", value_parser = setting::cuda_version)]
+    cuda_version: Option<Checked<CudaVersion>>,
     /// Seconds the nvcc probe may take (1-600).
-    #[arg(long, env = "DYNAFOLD_NVCC_TIMEOUT", value_parser = clap::value_parser!(u64).range(1..=600))]
-    nvcc_timeout: Option<u64>,
-    /// Write per-process graph-break reports here and print the merged summary at the end.
+    #[arg(long, env = "DYNAFOLD_NVCC_TIMEOUT", value_name = "SECONDS", value_parser = setting::nvcc_timeout)]
+    nvcc_timeout: Option<Checked<u64>>,
+    /// Write per-process graph-break reports into a fresh run folder here and print the
+    /// merged summary at the end.
     #[arg(long, env = "DYNAFOLD_REPORT_DIR", value_name = "DIR")]
     report_dir: Option<PathBuf>,
     /// Folder for dynafold's own bytecode cache (made absolute for the children).
     #[arg(long, env = "DYNAFOLD_CACHE_DIR", value_name = "DIR")]
     cache_dir: Option<PathBuf>,
-    /// Make flashinfer.fp4_quantize's kernel traceable (false: leave it as shipped).
-    #[arg(long, env = "DYNAFOLD_FP4_OPAQUE", value_parser = clap::builder::BoolishValueParser::new())]
-    fp4_opaque: Option<bool>,
-    /// Wake FlashInfer's dormant op declarations for torch.compile (false: leave them off).
-    #[arg(long, env = "DYNAFOLD_OPS", value_parser = clap::builder::BoolishValueParser::new())]
-    ops: Option<bool>,
+    /// Make flashinfer.fp4_quantize's kernel traceable (=false: leave it as shipped).
+    #[arg(long, env = "DYNAFOLD_FP4_OPAQUE", value_name = "YES/NO", num_args = 0..=1,
+          require_equals = true, default_missing_value = "1", value_parser = setting::yes_no)]
+    fp4_opaque: Option<Checked<bool>>,
+    /// Wake FlashInfer's dormant op declarations for torch.compile (=false: leave them off).
+    #[arg(long, env = "DYNAFOLD_OPS", value_name = "YES/NO", num_args = 0..=1,
+          require_equals = true, default_missing_value = "1", value_parser = setting::yes_no)]
+    ops: Option<Checked<bool>>,
     /// Turn dynafold off in the child processes (the command still runs).
-    #[arg(long, env = "DYNAFOLD_DISABLE", value_parser = clap::builder::BoolishValueParser::new())]
-    disable: Option<bool>,
+    #[arg(long, env = "DYNAFOLD_DISABLE", value_name = "YES/NO", num_args = 0..=1,
+          require_equals = true, default_missing_value = "1", value_parser = setting::yes_no)]
+    disable: Option<Checked<bool>>,
     /// The preload library to use (default: beside this binary).
     #[arg(long, env = "DYNAFOLD_LIB", value_name = "PATH")]
     lib: Option<PathBuf>,
-    /// The command and its arguments.
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    /// The command and its arguments (`--` before it is optional).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     command: Vec<OsString>,
 }
+
+/// The yes/no options, which take their value after `=` only.
+const YES_NO_OPTIONS: [&str; 3] = ["--fp4-opaque", "--ops", "--disable"];
 
 fn parse_version(s: &str) -> Result<CudaVersion, String> {
     CudaVersion::parse_override(s)
@@ -112,9 +128,24 @@ fn parse_target(s: &str) -> Result<(String, PathBuf), String> {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let usage = |e: clap::Error| -> ! {
+        // Help and version go to stdout with 0; a usage error is one of dynafold's own.
+        let _ = e.print();
+        std::process::exit(if e.use_stderr() {
+            cli::run::EXIT_OWN_ERROR
+        } else {
+            0
+        });
+    };
+    let matches = Cli::command()
+        .try_get_matches()
+        .unwrap_or_else(|e| usage(e));
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| usage(e));
     let result = match cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => match matches.subcommand_matches("run") {
+            Some(m) => run(args, m),
+            None => Err("internal: no matches for run".into()),
+        },
         Command::Doctor { python, lib } => {
             let (out, code) = cli::doctor::run(&cli::doctor::DoctorOptions {
                 python,
@@ -125,8 +156,9 @@ fn main() {
             Ok(code)
         }
         Command::Report { dir, json } => cli::report::run(&dir, json).map(|out| {
-            print!("{out}");
-            0
+            print!("{}", out.stdout);
+            eprint!("{}", out.stderr);
+            out.code
         }),
         Command::Rewrite {
             diff,
@@ -156,45 +188,109 @@ fn main() {
         Ok(code) => std::process::exit(code),
         Err(msg) => {
             eprintln!("dynafold: {msg}");
-            std::process::exit(2);
+            std::process::exit(cli::run::EXIT_OWN_ERROR);
         }
     }
 }
 
-fn run(args: RunArgs) -> Result<i32, String> {
+/// Where clap found the option `id`.
+fn source(m: &ArgMatches, id: &str) -> Source {
+    match m.value_source(id) {
+        Some(ValueSource::EnvVariable) => Source::Variable,
+        _ => Source::CommandLine,
+    }
+}
+
+/// A yes/no word right after a yes/no option is that option's old spelling (`--disable true`),
+/// not a command to run: `true` and `false` would run and exit 0, doing nothing.
+fn check_command_start(command: &[OsString]) -> Result<(), String> {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let Some(before) = argv
+        .len()
+        .checked_sub(command.len() + 1)
+        .and_then(|i| argv.get(i))
+    else {
+        return Ok(());
+    };
+    let first = command.first().and_then(|c| c.to_str()).unwrap_or_default();
+    let option = before.to_str().unwrap_or_default();
+    if YES_NO_OPTIONS.contains(&option) && matches!(dynafold_values::yes_no(first), Ok(Some(_))) {
+        return Err(format!(
+            "{option} takes its value after '=': write {option}={first} (or put -- before the command)"
+        ));
+    }
+    Ok(())
+}
+
+fn run(args: Box<RunArgs>, m: &ArgMatches) -> Result<i32, String> {
+    check_command_start(&args.command)?;
     let mut env: Vec<(&'static str, OsString)> = Vec::new();
-    if let Some(v) = args.log {
-        env.push(("DYNAFOLD_LOG", v.into()));
-    }
-    if let Some(v) = args.cuda_version {
-        env.push(("DYNAFOLD_CUDA_VERSION", v.as_str().into()));
-    }
-    if let Some(v) = args.nvcc_timeout {
-        env.push(("DYNAFOLD_NVCC_TIMEOUT", v.to_string().into()));
-    }
-    if let Some(v) = args.fp4_opaque {
-        env.push(("DYNAFOLD_FP4_OPAQUE", if v { "1" } else { "0" }.into()));
-    }
-    if let Some(v) = args.ops {
-        env.push(("DYNAFOLD_OPS", if v { "1" } else { "0" }.into()));
-    }
-    if let Some(v) = args.disable {
-        env.push(("DYNAFOLD_DISABLE", if v { "1" } else { "0" }.into()));
-    }
+    let mut unset: Vec<&'static str> = Vec::new();
+    // One checked option: its value to pass on, or its bad variable taken out, said once.
+    let mut take = |id: &str, var: &'static str, flag: &str, checked: Option<Checked<String>>| {
+        let Some(checked) = checked else {
+            return Ok(());
+        };
+        let Resolved { value, warning } = setting::resolve(checked, var, flag, source(m, id))?;
+        if let Some(w) = warning {
+            eprintln!("dynafold: {w}");
+            unset.push(var);
+        }
+        if let Some(v) = value {
+            env.push((var, v.into()));
+        }
+        Ok::<(), String>(())
+    };
+    let as_text = |c: Checked<bool>| Checked {
+        raw: c.raw,
+        parsed: c
+            .parsed
+            .map(|v| v.map(|b| if b { "1" } else { "0" }.to_owned())),
+    };
+    take("log", "DYNAFOLD_LOG", "log", args.log)?;
+    take(
+        "cuda_version",
+        "DYNAFOLD_CUDA_VERSION",
+        "cuda-version",
+        args.cuda_version.map(|c| Checked {
+            raw: c.raw,
+            parsed: c.parsed.map(|v| v.map(|v| v.as_str().to_owned())),
+        }),
+    )?;
+    take(
+        "nvcc_timeout",
+        "DYNAFOLD_NVCC_TIMEOUT",
+        "nvcc-timeout",
+        args.nvcc_timeout.map(|c| Checked {
+            raw: c.raw,
+            parsed: c.parsed.map(|v| v.map(|s| s.to_string())),
+        }),
+    )?;
+    take(
+        "fp4_opaque",
+        "DYNAFOLD_FP4_OPAQUE",
+        "fp4-opaque",
+        args.fp4_opaque.map(as_text),
+    )?;
+    take("ops", "DYNAFOLD_OPS", "ops", args.ops.map(as_text))?;
+    take(
+        "disable",
+        "DYNAFOLD_DISABLE",
+        "disable",
+        args.disable.map(as_text),
+    )?;
     // The libraries ignore relative folders (they would move with chdir): resolve them here.
     let report_dir = match args.report_dir {
         Some(d) => Some(std::path::absolute(&d).map_err(|e| format!("report folder: {e}"))?),
         None => None,
     };
-    if let Some(d) = &report_dir {
-        env.push(("DYNAFOLD_REPORT_DIR", d.clone().into()));
-    }
     if let Some(d) = args.cache_dir {
         let d = std::path::absolute(&d).map_err(|e| format!("cache folder: {e}"))?;
         env.push(("DYNAFOLD_CACHE_DIR", d.into()));
     }
     let opts = cli::run::RunOptions {
         env,
+        unset,
         report_dir,
         lib: args.lib,
     };

@@ -61,7 +61,15 @@ def _zig_env(target, triple):
     return {**os.environ, f"CARGO_TARGET_{triple.upper().replace('-', '_')}_LINKER": str(wrapper)}
 
 
+def _require_cargo():
+    """pip prints a backend's exception as a traceback; a missing toolchain deserves one line."""
+    if not shutil.which("cargo"):
+        sys.exit("dynafold: building dynafold needs Rust's cargo (Rust 1.95+) on PATH; "
+                 "cargo was not found (install it from https://rustup.rs)")
+
+
 def _build_libraries():
+    _require_cargo()
     target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
     if not target.is_absolute():
         target = ROOT / target

@@ -135,14 +135,7 @@ pub fn run(opts: &DoctorOptions) -> (String, i32) {
             ops_census(&mut r, py, lib);
         }
     }
-    if std::env::var_os("DYNAFOLD_DISABLE")
-        .is_some_and(|v| matches!(v.to_str(), Some("1" | "true" | "yes" | "on")))
-    {
-        r.problem(
-            "DYNAFOLD_DISABLE is set: dynafold stays off in every process",
-            "unset DYNAFOLD_DISABLE (or pass --disable false to dynafold run)",
-        );
-    }
+    check_disable(&mut r, std::env::var("DYNAFOLD_DISABLE").ok().as_deref());
     let mut out = r.text;
     out.push('\n');
     if r.problems.is_empty() {
@@ -154,6 +147,24 @@ pub fn run(opts: &DoctorOptions) -> (String, i32) {
         out.push_str(&format!("problem: {}; fix: {}\n", p.what, p.fix));
     }
     (out, 1)
+}
+
+/// DYNAFOLD_DISABLE read as every process reads it (`dynafold_values::flag`).
+fn check_disable(r: &mut Report, raw: Option<&str>) {
+    match dynafold_values::flag("DYNAFOLD_DISABLE", raw, false) {
+        (true, _) => r.problem(
+            format!(
+                "DYNAFOLD_DISABLE={:?}: dynafold stays off in every process",
+                raw.unwrap_or_default()
+            ),
+            "unset DYNAFOLD_DISABLE (or pass --disable=false to dynafold run)",
+        ),
+        (false, Some(warning)) => r.problem(
+            format!("{warning}: every process warns, and stays on"),
+            "set DYNAFOLD_DISABLE to 0 or 1, or unset it",
+        ),
+        (false, None) => {}
+    }
 }
 
 /// The interpreter `dynafold run` would meet: `--python`, else `python3` on PATH.
@@ -700,7 +711,32 @@ fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<Output, Stri
 
 #[cfg(test)]
 mod tests {
-    use super::release_of;
+    use super::{check_disable, release_of, Report};
+
+    /// Every spelling every process reads as a yes turns dynafold off, so doctor says so.
+    #[test]
+    fn disable_is_read_as_the_processes_read_it() {
+        let problems = |raw: Option<&str>| {
+            let mut r = Report::default();
+            check_disable(&mut r, raw);
+            r.problems.into_iter().map(|p| p.what).collect::<Vec<_>>()
+        };
+        for yes in ["1", "TRUE", "Yes", "on"] {
+            let found = problems(Some(yes));
+            assert!(
+                found.len() == 1 && found[0].contains("stays off"),
+                "{yes}: {found:?}"
+            );
+        }
+        for no in [None, Some(""), Some("0"), Some("FALSE"), Some("Off")] {
+            assert!(problems(no).is_empty(), "{no:?}");
+        }
+        let found = problems(Some("maybe"));
+        assert!(
+            found.len() == 1 && found[0].contains("stays on"),
+            "{found:?}"
+        );
+    }
 
     #[test]
     fn release_matches_flashinfer_regex() {

@@ -3,5 +3,8 @@
 pub mod bench_rewrite;
 pub mod doctor;
 pub mod report;
+pub mod report_dir;
 pub mod rewrite;
 pub mod run;
+pub mod setting;
+pub mod signals;

@@ -2,21 +2,57 @@
 
 use std::path::Path;
 
-use crate::report::{merge_dir, table};
+use crate::report::{merge_newest_run, table, Merged};
 
-/// The text to print, or a one-line error.
-pub fn run(dir: &Path, json: bool) -> Result<String, String> {
-    let merged = merge_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+/// What to print where, and the exit code.
+#[derive(Debug, Default)]
+pub struct Output {
+    pub stdout: String,
+    pub stderr: String,
+    pub code: i32,
+}
+
+/// The merged report; a folder that cannot be listed is a one-line error. Reading no report
+/// at all exits 1, so a script cannot take a wrong folder or a folder of junk for a run
+/// without breaks; a run folder of `dynafold run` with no file is that run's answer, 0 breaks.
+pub fn run(dir: &Path, json: bool) -> Result<Output, String> {
+    let merged =
+        merge_newest_run(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let nothing_read =
+        merged.files.is_empty() && (merged.run.is_none() || !merged.skipped.is_empty());
+    let mut out = Output {
+        code: i32::from(nothing_read),
+        ..Output::default()
+    };
     if json {
-        return table::render_json(&merged);
+        out.stdout = table::render_json(&merged)? + "\n";
+        if nothing_read {
+            out.stderr = nothing_read_line(dir, &merged);
+        }
+    } else if nothing_read {
+        out.stderr = nothing_read_line(dir, &merged);
+        for why in &merged.skipped {
+            out.stderr.push_str(&format!("  skipped {why}\n"));
+        }
+    } else {
+        out.stdout = table::render(&merged);
     }
-    if merged.files.is_empty() {
-        return Ok(format!(
+    Ok(out)
+}
+
+fn nothing_read_line(dir: &Path, merged: &Merged) -> String {
+    if merged.skipped.is_empty() {
+        format!(
             "dynafold: no report files (*.jsonl) in {}; was DYNAFOLD_REPORT_DIR set for the run?\n",
             dir.display()
-        ));
+        )
+    } else {
+        format!(
+            "dynafold: no report read from {}: {} file(s) skipped\n",
+            dir.display(),
+            merged.skipped.len()
+        )
     }
-    Ok(table::render(&merged))
 }
 
 #[cfg(test)]
@@ -24,12 +60,45 @@ mod tests {
     use super::*;
 
     #[test]
-    fn missing_dir_is_an_error_and_empty_dir_says_so() {
+    fn missing_dir_is_an_error_and_empty_dir_says_so_on_stderr() {
         assert!(run(Path::new("/nonexistent/dynafold"), false).is_err());
         let dir = tempfile::tempdir().unwrap();
-        assert!(run(dir.path(), false).unwrap().contains("no report files"));
+        let out = run(dir.path(), false).unwrap();
+        assert!(out.stderr.contains("no report files"), "{out:?}");
+        assert_eq!((out.stdout.as_str(), out.code), ("", 1));
+        let out = run(dir.path(), true).unwrap();
+        assert!(out.stdout.ends_with("}\n"), "{out:?}");
+        let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        assert_eq!((json["total"].as_u64(), out.code), (Some(0), 1));
+    }
+
+    #[test]
+    fn junk_is_named_and_reading_nothing_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.jsonl"), "junk\n").unwrap();
+        let out = run(dir.path(), false).unwrap();
+        assert_eq!(out.code, 1, "{out:?}");
+        assert!(out.stderr.contains("a.jsonl: not a report"), "{out:?}");
+        assert!(!out.stderr.contains("from 1 process"), "{out:?}");
         let json: serde_json::Value =
-            serde_json::from_str(&run(dir.path(), true).unwrap()).unwrap();
-        assert_eq!(json["total"], 0);
+            serde_json::from_str(&run(dir.path(), true).unwrap().stdout).unwrap();
+        assert_eq!(json["files"].as_array().map(Vec::len), Some(0));
+        assert_eq!(json["skipped"].as_array().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn an_empty_run_is_zero_breaks_not_a_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("run-20261201T000000.000Z-1")).unwrap();
+        let out = run(dir.path(), false).unwrap();
+        assert_eq!(out.code, 0, "{out:?}");
+        assert!(
+            out.stdout.starts_with("dynafold: 0 graph breaks"),
+            "{out:?}"
+        );
+        assert!(
+            out.stdout.contains("run run-20261201T000000.000Z-1"),
+            "{out:?}"
+        );
     }
 }

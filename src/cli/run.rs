@@ -1,5 +1,5 @@
 //! `dynafold run -- COMMAND`: the ddtrace-run of dynafold. Puts the preload library in
-//! `LD_PRELOAD`, runs the command as a child, forwards termination signals to it, exits with
+//! `LD_PRELOAD`, runs the command as a child, forwards the signals it is sent to it, exits with
 //! its status, and prints the merged graph-break summary when a report folder was used.
 //!
 //! A child rather than `exec`: the summary must be printed after the whole process tree ends.
@@ -9,7 +9,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicI32, Ordering};
+
+use super::signals;
 
 /// File name of the preload library.
 pub const PRELOAD_LIB: &str = "libdynafold.so";
@@ -19,12 +20,18 @@ pub const PYTHON_LIB: &str = "libdynafold_python.so";
 /// Exit codes for a command that could not be started, as shells and `env` use them.
 const EXIT_NOT_FOUND: i32 = 127;
 const EXIT_NOT_EXECUTABLE: i32 = 126;
+/// dynafold's own failures (bad usage, no library, no report folder), as `env` and `timeout`
+/// use 125: a child's exit code of 1 or 2 must not be mistaken for dynafold's.
+pub const EXIT_OWN_ERROR: i32 = 125;
 
 /// Settings passed to the child as DYNAFOLD_* variables (each already validated by clap or
 /// by the libraries themselves, which warn and use defaults).
 #[derive(Default)]
 pub struct RunOptions {
     pub env: Vec<(&'static str, OsString)>,
+    /// Variables taken out of the command's environment (bad values, already warned about).
+    pub unset: Vec<&'static str>,
+    /// Absolute; the processes write into a fresh run folder inside it.
     pub report_dir: Option<PathBuf>,
     pub lib: Option<PathBuf>,
 }
@@ -138,140 +145,11 @@ pub fn preload_value(lib: &Path, current: Option<&std::ffi::OsStr>) -> OsString 
     OsString::from(std::ffi::OsStr::from_bytes(&out))
 }
 
-static CHILD: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
-    let pid = CHILD.load(Ordering::Relaxed);
-    if pid <= 0 {
-        return;
-    }
-    // A signal from the terminal (Ctrl-C) already reached the child, which shares our process
-    // group; only signals sent to us by another process (kill, sigqueue, tgkill: si_code <= 0)
-    // need forwarding.
-    // SAFETY: `info` is provided by the kernel for SA_SIGINFO handlers.
-    let from_process = info.is_null() || unsafe { (*info).si_code } <= 0;
-    if from_process {
-        // SAFETY: kill is async-signal-safe.
-        unsafe {
-            libc::kill(pid, sig);
-        }
-    }
-}
-
-const FORWARDED: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
-
-/// The signal state the child must start from, captured before this process changes it.
-#[derive(Clone, Copy)]
-struct SignalState {
-    /// This process's mask before the forwarded signals were blocked.
-    mask: libc::sigset_t,
-    /// Which of FORWARDED got our handler; the others were ignored (nohup) and stay so.
-    handled: [bool; 4],
-}
-
-/// Blocks the forwarded signals, then installs the forwarding handler. Blocked until the
-/// child's pid is known (`unblock`), a signal stays pending instead of being lost.
-fn install_forwarding() -> SignalState {
-    // SAFETY: sigset and sigaction calls on zeroed locals; the handler only calls kill().
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for sig in FORWARDED {
-            libc::sigaddset(&mut set, sig);
-        }
-        let mut state = SignalState {
-            mask: std::mem::zeroed(),
-            handled: [false; 4],
-        };
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut state.mask);
-        for (i, sig) in FORWARDED.into_iter().enumerate() {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(sig, std::ptr::null(), &mut old);
-            // An ignored signal (nohup, a supervisor's choice) stays ignored for the child.
-            if old.sa_sigaction == libc::SIG_IGN {
-                continue;
-            }
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = forward as *const () as usize;
-            sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-            state.handled[i] = true;
-        }
-        state
-    }
-}
-
-fn unblock(state: &SignalState) {
-    // SAFETY: restores the mask saved by install_forwarding.
-    unsafe {
-        libc::pthread_sigmask(libc::SIG_SETMASK, &state.mask, std::ptr::null_mut());
-    }
-}
-
-/// Once the child is gone there is nobody to forward to, and the handler would swallow the
-/// signal: Ctrl-C or SIGTERM could then not stop a slow merge or a write blocked on a full
-/// stderr pipe. The signals that were ignored when we started stay ignored.
-fn restore_defaults(state: &SignalState) {
-    for (i, sig) in FORWARDED.into_iter().enumerate() {
-        if state.handled[i] {
-            // SAFETY: resetting a disposition to SIG_DFL has no preconditions.
-            unsafe {
-                libc::signal(sig, libc::SIG_DFL);
-            }
-        }
-    }
-}
-
-/// Between fork and exec the child still has our handlers and our mask; std does not reset
-/// the mask, so without this the command would start with every signal blocked. It also
-/// asks for SIGTERM when `dynafold run` itself dies (SIGKILL cannot be forwarded), so the
-/// command does not live on as an orphan nobody supervises.
-fn prepare_child(cmd: &mut Command, state: SignalState) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: getpid is called before the fork.
-    let parent = unsafe { libc::getpid() };
-    // SAFETY: only async-signal-safe calls (signal, pthread_sigmask, prctl, getppid) run
-    // between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            for (i, sig) in FORWARDED.into_iter().enumerate() {
-                if state.handled[i] {
-                    libc::signal(sig, libc::SIG_DFL);
-                }
-            }
-            libc::pthread_sigmask(libc::SIG_SETMASK, &state.mask, std::ptr::null_mut());
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The parent may have died before prctl took effect.
-            if libc::getppid() != parent {
-                return Err(std::io::Error::other(
-                    "dynafold run exited before the command started",
-                ));
-            }
-            Ok(())
-        });
-    }
-}
-
-/// The reports name the user's source files and frames and the sink creates them 0600, so a
-/// folder made here is private too: 0700, which a umask can only narrow (parents created for
-/// it alike). An existing folder keeps the mode its owner chose.
-fn create_report_dir(dir: &Path) -> Result<(), String> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| format!("cannot create report folder {}: {e}", dir.display()))
-}
-
 /// Runs `argv` under dynafold; returns the exit code this command should exit with.
 pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
     let (program, args) = argv
         .split_first()
-        .ok_or("no command given: dynafold run [OPTIONS] -- COMMAND [ARGS...]")?;
+        .ok_or("no command given: dynafold run [OPTIONS] [--] COMMAND [ARGS...]")?;
     let lib = find_preload(opts.lib.as_deref())?;
     let mut cmd = Command::new(program);
     cmd.args(args);
@@ -279,19 +157,26 @@ pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
         "LD_PRELOAD",
         preload_value(&lib, std::env::var_os("LD_PRELOAD").as_deref()),
     );
+    for k in &opts.unset {
+        cmd.env_remove(k);
+    }
     for (k, v) in &opts.env {
         cmd.env(k, v);
     }
-    if let Some(dir) = &opts.report_dir {
-        create_report_dir(dir)?;
+    let run_dir = match &opts.report_dir {
+        Some(dir) => Some(super::report_dir::prepare(dir)?),
+        None => None,
+    };
+    if let Some(dir) = &run_dir {
+        cmd.env("DYNAFOLD_REPORT_DIR", dir);
     }
-    let signals = install_forwarding();
-    prepare_child(&mut cmd, signals);
+    let signals = signals::install_forwarding();
+    signals::prepare_child(&mut cmd, signals);
     let spawned = cmd.spawn();
     if let Ok(child) = &spawned {
-        CHILD.store(child.id() as i32, Ordering::Relaxed);
+        signals::forward_to(child.id());
     }
-    unblock(&signals);
+    signals::unblock(&signals);
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
@@ -305,12 +190,12 @@ pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
     let status = child
         .wait()
         .map_err(|e| format!("waiting for the command: {e}"))?;
-    CHILD.store(0, Ordering::Relaxed);
-    restore_defaults(&signals);
-    if let Some(dir) = &opts.report_dir {
+    signals::forward_to(0);
+    signals::restore_defaults(&signals);
+    if let Some(dir) = &run_dir {
         // Processes write a report file at their first break only: none means none broke.
-        match crate::report::merge_dir(dir) {
-            Ok(m) if m.files.is_empty() => eprintln!(
+        match crate::report::merge_newest_run(dir) {
+            Ok(m) if m.files.is_empty() && m.skipped.is_empty() => eprintln!(
                 "dynafold: no graph breaks recorded in any process (report folder {})",
                 dir.display()
             ),

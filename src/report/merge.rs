@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::covered::is_covered;
 use super::record::{Line, Record, SiteKey};
+use super::runs::select;
 
 /// One site across every process that hit it.
 #[derive(Clone, Debug, Serialize)]
@@ -88,6 +89,10 @@ pub struct Merged {
     /// `*.jsonl` entries left out or cut short, each with why: one bad entry (a symlink, a
     /// FIFO, an unreadable or oversized file) must not cost the rest of the run its summary.
     pub skipped: Vec<String>,
+    /// The run of `dynafold run` these reports come from (`runs::select`).
+    pub run: Option<String>,
+    /// The folder's other, older runs, not merged.
+    pub other_runs: Vec<String>,
 }
 
 impl Merged {
@@ -107,6 +112,15 @@ impl Merged {
 /// Dynamo compiles, not per call, so this is far beyond a real run; a bigger file is not one
 /// dynafold wrote, and reading it whole could exhaust the memory of the wrapper.
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// The newest run of `dir` (or `dir` itself when it holds no run), named in the result.
+pub fn merge_newest_run(dir: &Path) -> io::Result<Merged> {
+    let selection = select(dir)?;
+    let mut merged = merge_dir(&selection.dir)?;
+    merged.run = selection.run;
+    merged.other_runs = selection.other_runs;
+    Ok(merged)
+}
 
 /// Reads every `*.jsonl` regular file directly in `dir`. Only the folder itself failing is an
 /// error; each entry that cannot be read is a warning and a line in `skipped`.
@@ -144,10 +158,11 @@ fn merge_dir_capped(dir: &Path, cap: u64) -> io::Result<Merged> {
             Err(why) => skipped.push(format!("{}: {why}", p.display())),
         }
     }
+    let mut merged = merge_texts(inputs);
+    skipped.append(&mut merged.skipped);
     for why in &skipped {
         log::warn!("dynafold: report file skipped: {why}");
     }
-    let mut merged = merge_texts(inputs);
     merged.skipped = skipped;
     Ok(merged)
 }
@@ -190,7 +205,22 @@ pub fn merge_texts(inputs: Vec<(String, String)>) -> Merged {
     let mut merged = Merged::default();
     let mut sites: BTreeMap<SiteKey, Site> = BTreeMap::new();
     for (name, text) in inputs {
-        let per_file = read_file(&text, &mut merged);
+        let (per_file, torn, bad) = read_file(&text);
+        // A process writes its file at its first break, so a file without one whole record
+        // is not a process that broke: junk, or one killed before its first line was out.
+        if per_file.is_empty() {
+            merged.skipped.push(format!(
+                "{name}: not a report: no record in it ({})",
+                match (torn, bad) {
+                    (0, 0) => "empty".to_string(),
+                    (t, 0) if t > 0 => "only a torn line: a process stopped mid-write".into(),
+                    (_, b) => format!("{b} unreadable line(s)"),
+                }
+            ));
+            continue;
+        }
+        merged.torn_lines += torn;
+        merged.bad_lines += bad;
         merged.files.push(name);
         for (key, (count, host, lines)) in per_file {
             let mut lines = lines.into_iter();
@@ -222,19 +252,20 @@ pub fn sort_sites(sites: &mut [Site]) {
 type PerFile = BTreeMap<SiteKey, (u64, String, Vec<Record>)>;
 
 /// Per site in one process file: the highest running count seen (lines may be lost only at
-/// the end), the host, and the records (first one first).
-fn read_file(text: &str, merged: &mut Merged) -> PerFile {
+/// the end), the host, and the records (first one first); then its torn and bad line counts.
+fn read_file(text: &str) -> (PerFile, usize, usize) {
+    let (mut torn, mut bad) = (0, 0);
     let mut out: PerFile = BTreeMap::new();
     let last = text.lines().filter(|l| !l.trim().is_empty()).count();
     for (i, raw) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
         let line: Line = match serde_json::from_str(raw) {
             Ok(l) => l,
             Err(_) if i + 1 == last && !text.ends_with('\n') => {
-                merged.torn_lines += 1;
+                torn += 1;
                 continue;
             }
             Err(_) => {
-                merged.bad_lines += 1;
+                bad += 1;
                 continue;
             }
         };
@@ -244,7 +275,7 @@ fn read_file(text: &str, merged: &mut Merged) -> PerFile {
         entry.0 = entry.0.max(line.count);
         entry.2.push(line.record);
     }
-    out
+    (out, torn, bad)
 }
 
 #[cfg(test)]
@@ -317,6 +348,30 @@ mod tests {
     }
 
     #[test]
+    fn files_without_a_record_are_named_not_counted_as_processes() {
+        let good = line(1, None, 1, 1) + "\n";
+        let m = merge_texts(vec![
+            ("good.jsonl".into(), good),
+            ("junk.jsonl".into(), "hello\nworld\n".into()),
+            ("empty.jsonl".into(), String::new()),
+            ("torn.jsonl".into(), "{\"v\": 1, \"cou".into()),
+        ]);
+        assert_eq!((m.processes(), m.total), (1, 1));
+        assert_eq!(
+            (m.bad_lines, m.torn_lines),
+            (0, 0),
+            "junk's lines are not counted twice"
+        );
+        assert_eq!(m.skipped.len(), 3, "{:#?}", m.skipped);
+        assert!(
+            m.skipped[0].starts_with("junk.jsonl: not a report")
+                && m.skipped[0].contains("2 unreadable")
+        );
+        assert!(m.skipped[1].starts_with("empty.jsonl") && m.skipped[1].contains("empty"));
+        assert!(m.skipped[2].starts_with("torn.jsonl") && m.skipped[2].contains("torn"));
+    }
+
+    #[test]
     fn merge_dir_reads_only_jsonl_files() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
@@ -366,7 +421,9 @@ mod tests {
         // A FIFO nobody writes to would block the open forever: bound the wait.
         let path = dir.path().to_path_buf();
         let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || tx.send(merge_dir(&path).map_err(|e| e.to_string())));
+        std::thread::spawn(move || {
+            tx.send(merge_dir(&path).map(Box::new).map_err(|e| e.to_string()))
+        });
         let m = rx
             .recv_timeout(std::time::Duration::from_secs(30))
             .expect("merge_dir blocked on a FIFO")

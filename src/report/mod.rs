@@ -4,10 +4,11 @@
 pub mod covered;
 pub mod merge;
 pub mod record;
+pub mod runs;
 pub mod sink;
 pub mod table;
 
 pub use covered::is_covered;
-pub use merge::{merge_dir, Merged, Site};
+pub use merge::{merge_dir, merge_newest_run, Merged, Site};
 pub use record::{Frame, Line, Record, SiteKey};
 pub use sink::Recorder;

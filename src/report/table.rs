@@ -29,6 +29,9 @@ pub fn render(merged: &Merged) -> String {
             format!(" (ranks {})", ranges(&ranks))
         }
     );
+    if let Some(run) = &merged.run {
+        let _ = writeln!(out, "  run {run}{}", older_runs(&merged.other_runs));
+    }
     if merged.torn_lines + merged.bad_lines > 0 {
         let _ = writeln!(
             out,
@@ -41,6 +44,18 @@ pub fn render(merged: &Merged) -> String {
     }
     render_sites(&mut out, &merged.sites, usize::MAX);
     out
+}
+
+/// Says that older runs were left out, and how to read one.
+fn older_runs(others: &[String]) -> String {
+    match others.last() {
+        None => String::new(),
+        Some(last) => format!(
+            " (the newest; {} older run{} not merged: name one, e.g. `dynafold report DIR/{last}`)",
+            others.len(),
+            plural(others.len())
+        ),
+    }
 }
 
 /// The short form printed at process exit: the top `limit` sites.

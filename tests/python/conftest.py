@@ -134,6 +134,10 @@ def result_of(r, tail=3000):
 
 
 FORWARDED = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)
+# More of what `dynafold run` forwards (every catchable signal but faults, job control, CHLD
+# and PIPE): those servers act on besides the four above.
+FORWARDED_TOO = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH, signal.SIGALRM, signal.SIGURG,
+                 signal.SIGRTMIN + 1, signal.SIGRTMAX)
 
 
 def signals_as(ignored=()):
@@ -142,9 +146,9 @@ def signals_as(ignored=()):
     (nohup, `trap '' HUP`, a CI runner), so a test decides what the wrapper inherits. Core
     dumps are off: SIGQUIT's default action writes one."""
     def apply():
-        for sig in FORWARDED:
+        for sig in FORWARDED + FORWARDED_TOO:
             signal.signal(sig, signal.SIG_IGN if sig in ignored else signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED + FORWARDED_TOO)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     return apply
 

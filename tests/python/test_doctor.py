@@ -103,3 +103,11 @@ def test_default_python_is_python3_on_path(tmp_path, cuda_home):
                           PATH=f"{bindir}:{BASE_PATH}")
     assert f"{bindir / 'python3'} (python3 on PATH)" in out
     assert code == 0, out
+
+
+@pytest.mark.parametrize("value,off", [("1", True), ("TRUE", True), ("Yes", True), ("on", True),
+                                       ("0", False), ("FALSE", False), ("", False)])
+def test_disable_is_read_as_the_processes_read_it(value, off):
+    _, out, _ = doctor("--python", "/nonexistent/bin/python3", DYNAFOLD_DISABLE=value)
+    said = [p for p in problems(out) if "DYNAFOLD_DISABLE" in p]
+    assert len(said) == int(off) and all("stays off" in p for p in said), out

@@ -111,6 +111,12 @@ def elf_files(v):
     return [d / "libdynafold.so", d / "libdynafold_python.so", v / "bin" / "dynafold"]
 
 
+def test_wheel_has_no_fault_injection(installed):
+    """DYNAFOLD_TEST_FAULT is a test build's only (cargo feature test-fault)."""
+    for lib in ("libdynafold.so", "libdynafold_python.so"):
+        assert b"DYNAFOLD_TEST_FAULT" not in (package_dir(installed) / lib).read_bytes(), lib
+
+
 def test_wheel_tag_is_manylinux_2_28(wheel):
     for tag in wheel_tags(wheel):
         assert manylinux_version(tag) <= MANYLINUX, wheel.name
@@ -163,3 +169,13 @@ def test_wheel_preload_depends_on_glibc_only_and_is_inert(installed, tmp_path):
     loader = {n for n in needed if n.startswith("ld-linux")}
     assert needed - loader <= GLIBC_LIBS, needed
     assert_programs_untouched(lib, tmp_path)
+
+
+def test_a_missing_cargo_is_one_line(tmp_path):
+    """Not a Python traceback ending in FileNotFoundError: 'cargo'."""
+    code = ("import sys; sys.path.insert(0, 'python/build_backend'); import dynafold_build; "
+            "dynafold_build.build_wheel(sys.argv[1])")
+    r = run([sys.executable, "-c", code, str(tmp_path)], clean_env(PATH=str(tmp_path)), cwd=ROOT)
+    err = [l for l in r.stderr.decode().splitlines() if l.strip()]
+    assert r.returncode == 1 and len(err) == 1, err
+    assert "needs Rust's cargo" in err[0] and "rustup.rs" in err[0], err

@@ -124,6 +124,28 @@ def test_disable_means_no_finder(preload, python):
     assert r.stderr == b""
 
 
+@pytest.mark.parametrize("value", ["1", "TRUE", "Yes", "ON", "true"])
+def test_disable_in_any_case(preload, value):
+    r = run([sys.executable, "-c", PROBE], clean_env(LD_PRELOAD=preload, DYNAFOLD_DISABLE=value))
+    assert probes(r.stdout)[0][1] == 0, r.stderr.decode()
+    assert r.stderr == b""
+
+
+@pytest.mark.parametrize("value", ["0", "FALSE", "Off", ""])
+def test_enabled_in_any_case_and_when_empty(preload, value):
+    r = run([sys.executable, "-c", PROBE], clean_env(LD_PRELOAD=preload, DYNAFOLD_DISABLE=value))
+    assert probes(r.stdout) == [["DynafoldFinder", 1]]
+    assert r.stderr == b"", r.stderr.decode()
+
+
+@pytest.mark.parametrize("level", ["off", "OFF", "Error"])
+def test_a_quiet_log_level_in_any_case_silences_the_preload(preload, level):
+    env = clean_env(LD_PRELOAD=preload, DYNAFOLD_DISABLE="maybe", DYNAFOLD_LOG=level)
+    r = run([sys.executable, "-c", PROBE], env)
+    assert probes(r.stdout) == [["DynafoldFinder", 1]]
+    assert r.stderr == b"", r.stderr.decode()
+
+
 def test_invalid_settings_get_one_line_and_the_default(preload):
     env = clean_env(LD_PRELOAD=preload, DYNAFOLD_DISABLE="maybe", DYNAFOLD_LOG="loud")
     r = run([sys.executable, "-c", PROBE], env)
@@ -154,5 +176,8 @@ def test_internal_error_falls_back_to_the_normal_import(preload, tmp_path, fault
     assert r.returncode == 0, r.stderr.decode()
     assert r.stdout.decode().strip() == "42"
     lines = r.stderr.decode().splitlines()
+    # Compiled in only with the test feature (scripts/test builds it so).
+    assert lines, ("no fault: build with cargo build --release --workspace "
+                   "--features dynafold-python/test-fault")
     assert len(lines) == 1 and "fault injected by DYNAFOLD_TEST_FAULT" in lines[0], lines
     assert "falling back to the normal import" in lines[0]

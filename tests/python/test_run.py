@@ -1,16 +1,21 @@
 """`dynafold run` as an operator uses it: real binary, real child processes, real signals."""
+import json
 import os
+import pathlib
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
 
-from conftest import DYNAFOLD, FORWARDED, PRELOAD, Proc, alive, clean_env, run, signals_as
+from conftest import DYNAFOLD, FORWARDED, FORWARDED_TOO, PRELOAD, Proc, alive, clean_env, run, signals_as
 
 PY = os.path.realpath(sys.executable)
+# The venv's own interpreter (its real path would leave the venv, and torch with it).
+TORCH_PY = sys.executable
 PROBE = ("import os, sys; print('FIRST', type(sys.meta_path[0]).__name__); "
          "print('LD_PRELOAD', os.environ.get('LD_PRELOAD'))")
 
@@ -53,6 +58,8 @@ def test_existing_preload_entries_are_kept_once(dynafold, tmp_path):
 
 
 SIGNALS = [pytest.param(s, id=s.name) for s in FORWARDED]
+MORE_SIGNALS = [pytest.param(s, id="SIGRTMIN+1" if s == signal.SIGRTMIN + 1 else signal.Signals(s).name)
+                for s in FORWARDED_TOO]
 
 
 def start(dynafold, code, ignored=(), args=()):
@@ -77,7 +84,26 @@ def test_signal_is_forwarded_and_its_exit_code_returned(dynafold, sig):
         assert p.expect("CHILD got", 5) == f"CHILD got {int(sig)}"
 
 
-@pytest.mark.parametrize("sig", SIGNALS)
+@pytest.mark.parametrize("sig", MORE_SIGNALS)
+def test_every_other_signal_is_forwarded_unchanged(dynafold, sig):
+    """USR1, USR2, WINCH and the rest reach the command as themselves (USR1 used to kill the
+    wrapper, and the command got SIGTERM)."""
+    child = ("import signal, time\n"
+             "got = []\n"
+             f"signal.signal({int(sig)}, lambda n, f: got.append(n))\n"
+             "print('READY', flush=True)\n"
+             "for _ in range(600):\n"
+             "    if got: break\n"
+             "    time.sleep(0.1)\n"
+             "print('CHILD got', got, flush=True)\n")
+    with start(dynafold, child) as p:
+        p.expect("READY", 60)
+        p.send_signal(sig)
+        assert p.wait(30) == 0, p.stderr
+        assert p.expect("CHILD got", 5) == f"CHILD got [{int(sig)}]"
+
+
+@pytest.mark.parametrize("sig", SIGNALS + [pytest.param(signal.SIGUSR1, id="SIGUSR1")])
 def test_child_killed_by_forwarded_signal_gives_128_plus_n(dynafold, sig):
     # SIGINT too: CPython turns it into KeyboardInterrupt and, unhandled, dies of SIGINT.
     with start(dynafold, "print('READY', flush=True); import time; time.sleep(60)") as p:
@@ -236,7 +262,7 @@ def test_missing_library(dynafold, how):
     else:
         env["DYNAFOLD_LIB"] = "/nonexistent/libdynafold.so"
     r = run(cmd + ["--", PY, "-c", "print('RAN')"], env)
-    assert r.returncode != 0
+    assert r.returncode == 125
     assert "RAN" not in r.stdout.decode()
     assert "/nonexistent/libdynafold.so not found" in one_error_line(r)
 
@@ -271,19 +297,23 @@ def test_options_reach_the_child_as_variables(dynafold, tmp_path):
     code = ("import os; print('VARS', sorted((k, v) for k, v in os.environ.items() "
             "if k.startswith('DYNAFOLD_')))")
     r = run([dynafold, "run", "--log", "info", "--cuda-version", "12.8", "--nvcc-timeout", "5",
-             "--report-dir", "rep", "--cache-dir", "cache", "--disable", "true", "--",
+             "--report-dir", "rep", "--cache-dir", "cache", "--disable", "--",
              PY, "-c", code], clean_env(), cwd=tmp_path)
     assert r.returncode == 0, r.stderr.decode()
     got = dict(eval(lines(r, "VARS")[0]))
+    # Each run writes into its own folder inside the report folder.
+    run_dir = pathlib.Path(got.pop("DYNAFOLD_REPORT_DIR"))
+    assert run_dir.parent == tmp_path / "rep" and run_dir.name.startswith("run-"), run_dir
     assert got == {"DYNAFOLD_LOG": "info", "DYNAFOLD_CUDA_VERSION": "12.8",
-                   "DYNAFOLD_NVCC_TIMEOUT": "5", "DYNAFOLD_REPORT_DIR": str(tmp_path / "rep"),
+                   "DYNAFOLD_NVCC_TIMEOUT": "5",
                    "DYNAFOLD_CACHE_DIR": str(tmp_path / "cache"), "DYNAFOLD_DISABLE": "1"}
 
 
 def test_bad_option_values_are_refused(dynafold):
     for args in (["--cuda-version", "12.8\"); x"], ["--nvcc-timeout", "0"]):
         r = run([dynafold, "run", *args, "--", PY, "-c", "print('RAN')"], clean_env())
-        assert r.returncode != 0 and b"RAN" not in r.stdout
+        # 125, dynafold's own: not a code the command itself could have exited with.
+        assert r.returncode == 125 and b"RAN" not in r.stdout, r.stderr.decode()
 
 
 def test_help_lists_every_variable(dynafold):
@@ -293,3 +323,139 @@ def test_help_lists_every_variable(dynafold):
                 "DYNAFOLD_REPORT_DIR", "DYNAFOLD_CACHE_DIR", "DYNAFOLD_DISABLE", "DYNAFOLD_LIB",
                 "DYNAFOLD_FP4_OPAQUE", "DYNAFOLD_OPS"):
         assert f"[env: {var}" in text, var
+
+
+def as_unprivileged():
+    """A preexec_fn for a process that mode bits apply to: root writes anywhere, so as root
+    the process becomes nobody; otherwise it runs as the test's own user."""
+    if os.geteuid() != 0:
+        return None
+
+    def drop():
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+    return drop
+
+
+@pytest.fixture
+def shared_tmp():
+    """A folder nobody can traverse too (pytest's tmp_path is private to its user)."""
+    d = tempfile.mkdtemp(prefix="dynafold-test-", dir="/tmp")
+    os.chmod(d, 0o755)
+    yield pathlib.Path(d)
+    for root, dirs, _ in os.walk(d):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o755)
+    shutil.rmtree(d)
+
+
+@pytest.mark.parametrize("made", ["existing", "to-create"])
+def test_read_only_report_folder_is_refused_before_the_command(dynafold, shared_tmp, made):
+    """A folder the processes cannot write would read as "no graph breaks": refused with one
+    line and dynafold's own exit code, and the command never starts."""
+    ro = shared_tmp / "ro"
+    ro.mkdir()
+    rep = ro if made == "existing" else ro / "rep"
+    ro.chmod(0o555)
+    marker = shared_tmp / "ran"
+    shared_tmp.chmod(0o777)
+    r = run([dynafold, "run", "--report-dir", str(rep), "--", "/bin/sh", "-c", f"echo RAN > {marker}"],
+            clean_env(), preexec_fn=as_unprivileged())
+    assert r.returncode == 125, r.stderr.decode()
+    line = one_error_line(r)
+    assert str(rep) in line and ("not writable" in line or "cannot create" in line), line
+    assert not marker.exists() and b"RAN" not in r.stdout
+
+
+BREAKS = """
+import torch
+def f(x):
+    print("tick")
+    return x + 1
+torch.compile(f, backend="eager")(torch.ones(2))
+"""
+
+
+def test_reused_report_folder_reports_only_this_run(dynafold, tmp_path):
+    """An earlier run's break is never reported for a later run, and `dynafold report` says
+    which run it read."""
+    rep = tmp_path / "rep"
+    first = run([dynafold, "run", "--report-dir", str(rep), "--", TORCH_PY, "-c", BREAKS], clean_env(),
+                timeout=300)
+    assert first.returncode == 0, first.stderr.decode()
+    assert "1 graph break at 1 site from 1 process" in first.stderr.decode(), first.stderr.decode()
+    # A program that never imports torch, with the same folder.
+    second = run([dynafold, "run", "--report-dir", str(rep), "--", PY, "-c", "pass"], clean_env())
+    assert second.returncode == 0, second.stderr.decode()
+    assert "no graph breaks recorded in any process" in second.stderr.decode(), second.stderr.decode()
+    runs = sorted(p.name for p in rep.iterdir())
+    assert len(runs) == 2 and all(n.startswith("run-") for n in runs), runs
+    report = run([dynafold, "report", "--json", str(rep)], clean_env())
+    merged = json.loads(report.stdout)
+    assert (merged["total"], merged["run"], merged["other_runs"]) == (0, runs[1], [runs[0]]), merged
+    table = run([dynafold, "report", str(rep / runs[0])], clean_env()).stdout.decode()
+    assert table.startswith("dynafold: 1 graph break at 1 site from 1 process"), table
+    assert f"run {runs[0]}" in table, table
+
+
+def test_report_names_junk_and_fails_when_it_read_nothing(dynafold, tmp_path):
+    (tmp_path / "a.jsonl").write_text("not json\n")
+    r = run([dynafold, "report", str(tmp_path)], clean_env())
+    assert r.returncode == 1 and r.stdout == b"", r
+    assert "a.jsonl: not a report" in r.stderr.decode() and "process" not in r.stderr.decode()
+    r = run([dynafold, "report", "--json", str(tmp_path)], clean_env())
+    assert r.returncode == 1 and r.stdout.endswith(b"}\n"), r
+    assert json.loads(r.stdout)["files"] == []
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run([dynafold, "report", str(empty)], clean_env())
+    assert r.returncode == 1 and r.stdout == b"" and b"no report files" in r.stderr, r
+
+
+VARS = ("import os; print('VARS', sorted((k, v) for k, v in os.environ.items() "
+        "if k.startswith('DYNAFOLD_') and k != 'DYNAFOLD_CACHE_DIR'))")
+
+
+@pytest.mark.parametrize("var,value", [("DYNAFOLD_DISABLE", "maybe"), ("DYNAFOLD_OPS", "2"),
+                                       ("DYNAFOLD_LOG", "loud"), ("DYNAFOLD_NVCC_TIMEOUT", "0"),
+                                       ("DYNAFOLD_CUDA_VERSION", "12")])
+def test_a_bad_variable_is_one_warning_and_the_default(dynafold, var, value):
+    """As every process treats it, said once by `run`, not a usage error naming an option."""
+    r = run([dynafold, "run", "--", PY, "-c", VARS], clean_env(**{var: value}))
+    assert r.returncode == 0, r.stderr.decode()
+    line = one_error_line(r)
+    assert line.startswith(f"dynafold: {var}=\"{value}\" ") and "using the default" in line, line
+    assert "--" not in line, line
+    # Taken out of the command's environment: no process says it again.
+    assert eval(lines(r, "VARS")[0]) == []
+
+
+@pytest.mark.parametrize("value,passed", [("TRUE", "1"), ("Off", "0"), ("", None)])
+def test_yes_no_variables_in_any_case_empty_is_unset(dynafold, value, passed):
+    r = run([dynafold, "run", "--", PY, "-c", VARS], clean_env(DYNAFOLD_DISABLE=value))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr.decode()
+    got = dict(eval(lines(r, "VARS")[0]))
+    assert got.get("DYNAFOLD_DISABLE") == (passed if passed is not None else value)
+
+
+def test_yes_no_options_work_bare_or_with_equals(dynafold):
+    for args, expected in ((["--disable"], "1"), (["--disable=no"], "0"), (["--ops=OFF"], "0")):
+        r = run([dynafold, "run", *args, "--", PY, "-c", VARS], clean_env())
+        assert r.returncode == 0, r.stderr.decode()
+        assert expected in dict(eval(lines(r, "VARS")[0])).values(), (args, r.stdout)
+    r = run([dynafold, "run", "--disable=maybe", "--", PY, "-c", VARS], clean_env())
+    assert r.returncode == 125 and b"VARS" not in r.stdout
+    assert "--disable=\"maybe\" is not one of" in one_error_line(r)
+    # The old spelling is refused, not run as the command `true`.
+    r = run([dynafold, "run", "--disable", "true", "--", PY, "-c", VARS], clean_env())
+    assert r.returncode == 125 and b"VARS" not in r.stdout
+    assert "--disable=true" in one_error_line(r)
+
+
+def test_the_command_needs_no_double_dash(dynafold):
+    r = run([dynafold, "run", "--log", "warn", PY, "-c", "import sys; print('ARGS', sys.argv[1:])",
+             "--disable", "-x"], clean_env())
+    assert r.returncode == 0, r.stderr.decode()
+    # Options after the command are the command's.
+    assert lines(r, "ARGS") == ["['--disable', '-x']"]

@@ -20,11 +20,12 @@ pub fn say(msg: &str) {
     }
 }
 
+/// Quiet when `DYNAFOLD_LOG` would hide dynafold's warnings in the pyo3 library too; a bad
+/// filter is reported there, and the default (warn) applies here meanwhile.
 fn quiet() -> bool {
-    matches!(
-        getenv(c"DYNAFOLD_LOG").as_deref(),
-        Some("off") | Some("error")
-    )
+    getenv(c"DYNAFOLD_LOG").is_some_and(|v| {
+        matches!(dynafold_values::log_filter(&v), Ok(Some(f)) if dynafold_values::hides_warnings(f))
+    })
 }
 
 fn getenv(name: &CStr) -> Option<String> {
@@ -39,19 +40,12 @@ fn getenv(name: &CStr) -> Option<String> {
 /// Whether DYNAFOLD_DISABLE asks to stay off. A value that is neither a yes nor a no is
 /// reported and treated as the default (enabled), as for every DYNAFOLD_* variable.
 pub fn disabled_by_env() -> bool {
-    let Some(value) = getenv(c"DYNAFOLD_DISABLE") else {
-        return false;
-    };
-    match value.to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" => true,
-        "" | "0" | "false" | "no" | "off" => false,
-        _ => {
-            say(&format!(
-                "DYNAFOLD_DISABLE={value:?} is not one of 1/0/true/false/yes/no/on/off; using the default (enabled)"
-            ));
-            false
-        }
+    let raw = getenv(c"DYNAFOLD_DISABLE");
+    let (off, warning) = dynafold_values::flag("DYNAFOLD_DISABLE", raw.as_deref(), false);
+    if let Some(w) = warning {
+        say(&w);
     }
+    off
 }
 
 /// Loads the pyo3 library and calls its `dynafold_install`. Returns its `dynafold_on_import`
