@@ -11,7 +11,8 @@ use crate::cuda::CudaVersion;
 pub const DEFAULT_LOG: &str = "warn";
 pub const DEFAULT_NVCC_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Every variable dynafold reads, with its meaning: `dynafold run --help` and `doctor` list it.
+/// Every DYNAFOLD_* variable the libraries read, with its meaning; each is also a `dynafold run`
+/// option (a unit test in main.rs checks it), and the README's table lists them.
 pub const VARIABLES: &[(&str, &str)] = &[
     (
         "DYNAFOLD_DISABLE",
@@ -35,7 +36,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ),
     (
         "DYNAFOLD_CACHE_DIR",
-        "absolute folder for dynafold's own bytecode cache (default: __pycache__ beside the module, own tag)",
+        "absolute folder for dynafold's own bytecode cache (default: rewritten modules beside the module under their own tag, the embedded hooks in $XDG_CACHE_HOME/dynafold/bytecode)",
     ),
     (
         "DYNAFOLD_FP4_OPAQUE",

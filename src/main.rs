@@ -2,7 +2,6 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -170,7 +169,7 @@ fn main() {
             &module,
             cuda_version,
             &site_dirs,
-            Duration::from_secs(10),
+            dynafold_core::config::nvcc_timeout(),
         )
         .map(|out| {
             print!("{out}");
