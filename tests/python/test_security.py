@@ -126,3 +126,24 @@ def test_bad_environment_gets_one_warning_each(preload, tmp_path):
         assert len([w for w in warns if var in w]) == 1, (var, err)
     assert len(warns) == 4, err
     assert not (tmp_path / "PWNED").exists() and not (tmp_path / "relative").exists()
+
+
+def test_superseded_cache_entries_are_pruned(preload, tmp_path):
+    """Issue 19: an entry written for an earlier FlashInfer build (here: 0.6.16, then 0.7.4 in
+    the same cache folder) is removed when its successor is written, so a cache folder holds
+    one entry per module and interpreter, not one per build ever seen."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    names = {}
+    for release in ("0.6.16", "0.7.4"):
+        (tmp_path / release).mkdir()
+        env = base_env(tmp_path / release, release, LD_PRELOAD=preload,
+                       DYNAFOLD_CACHE_DIR=str(cache))
+        r = py(IMPORT, env)
+        assert "OK True True" in r.stdout.decode(), r.stderr.decode()
+        names[release] = [p.name for p in cache_files(cache)]
+    stems = [n.split(".dynafold-")[0] for n in names["0.7.4"]]
+    assert len(stems) == len(set(stems)), names["0.7.4"]
+    # The other release's cpp_ext has another key: its entry replaced the first one.
+    cpp_ext = [n for n in names["0.7.4"] if n.startswith("flashinfer.jit.cpp_ext.")]
+    assert cpp_ext and cpp_ext[0] not in names["0.6.16"], names

@@ -214,6 +214,56 @@ impl Entry {
         contents.extend_from_slice(&body);
         if let Err(e) = write_atomic(&self.path, &contents, self.private_dir) {
             log::debug!("bytecode cache {}: not written: {e}", self.path.display());
+            return;
+        }
+        prune_superseded(&self.path);
+    }
+}
+
+/// Removes the other entries of the same module and interpreter beside `kept`
+/// (`STEM.TAG.dynafold-OTHERHASH.pyc`): each was written for a FlashInfer build, rule set or
+/// dynafold version this one replaces, and nothing else would ever delete them (a
+/// `pip uninstall` of FlashInfer leaves `__pycache__` files it did not install). Only regular
+/// files of ours with exactly that shape are touched; failures are ignored.
+fn prune_superseded(kept: &Path) {
+    let (Some(dir), Some(name)) = (kept.parent(), kept.file_name().and_then(|n| n.to_str())) else {
+        return;
+    };
+    let Some(prefix) = name
+        .rfind(".dynafold-")
+        .map(|i| &name[..i + ".dynafold-".len()])
+    else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(other) = file_name.to_str() else {
+            continue;
+        };
+        let Some(hash) = other
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.strip_suffix(".pyc"))
+        else {
+            continue;
+        };
+        if other == name
+            || hash.len() != NAME_HASH_LEN
+            || !hash.bytes().all(|b| b.is_ascii_hexdigit())
+        {
+            continue;
+        }
+        let path = entry.path();
+        let ours = std::fs::symlink_metadata(&path)
+            .map(|m| m.is_file() && m.uid() == euid())
+            .unwrap_or(false);
+        if ours {
+            match std::fs::remove_file(&path) {
+                Ok(()) => log::debug!("bytecode cache {}: superseded; removed", path.display()),
+                Err(e) => log::debug!("bytecode cache {}: not removed: {e}", path.display()),
+            }
         }
     }
 }
