@@ -9,7 +9,16 @@ against glibc 2.28's symbol versions, whatever glibc the build machine has, so t
 manylinux_2_28 wheel (torch's own baseline): the libraries through maturin's `zig cc` wrapper
 as cargo's linker, the binary through `maturin --zig --compatibility manylinux_2_28`. Both go
 to target/<triple>/release, never target/release.
+
+The source distribution is maturin's with the whole workspace put back: maturin keeps only the
+binary crate and its path dependencies and rewrites the workspace's `members` to those, which
+drops the two library crates (and breaks `--locked` against Cargo.lock). build_sdist restores
+the workspace manifest and adds every member crate and everything the crates read at compile
+time, so the sdist builds with only Rust and pip.
 """
+import gzip
+import io
+import json
 import os
 import pathlib
 import platform
@@ -17,6 +26,8 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 
 import maturin
 from maturin import *  # noqa: F401,F403  (every hook maturin implements)
@@ -101,3 +112,76 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
     triple = _build_libraries()
     return maturin.build_editable(wheel_directory, _maturin_settings(config_settings, triple), metadata_directory)
+
+
+# Beyond the workspace members: the files the crates include_str! (hooks/), cargo's own
+# settings (.cargo/config.toml: pyo3 must not link libpython), and the Python side.
+SDIST_TREES = ("hooks", ".cargo", "python/dynafold", "python/build_backend")
+SKIPPED = {"target", "__pycache__", ".git"}
+
+
+def _workspace_members():
+    """The member crates' folders, relative to ROOT (the root package itself excluded)."""
+    _require_cargo()
+    out = subprocess.run(["cargo", "metadata", "--no-deps", "--offline", "--format-version", "1"],
+                         cwd=ROOT, check=True, stdout=subprocess.PIPE).stdout
+    meta = json.loads(out)
+    root = pathlib.Path(meta["workspace_root"]).resolve()
+    dirs = [pathlib.Path(p["manifest_path"]).resolve().parent for p in meta["packages"]
+            if p["id"] in meta["workspace_members"]]
+    return [d.relative_to(root) for d in dirs if d != root]
+
+
+def _files_under(rel):
+    for dirpath, dirnames, filenames in os.walk(ROOT / rel):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED)
+        for name in sorted(filenames):
+            path = pathlib.Path(dirpath) / name
+            # Build outputs the package folder may hold after a local build.
+            if name.endswith((".so", ".pyc")) or not path.is_file():
+                continue
+            yield path.relative_to(ROOT).as_posix()
+
+
+def build_sdist(sdist_directory, config_settings=None):
+    members = _workspace_members()
+    with tempfile.TemporaryDirectory() as tmp:
+        name = maturin.build_sdist(tmp, config_settings)
+        with tarfile.open(os.path.join(tmp, name), "r:gz") as src:
+            entries = [(m, src.extractfile(m).read() if m.isfile() else None) for m in src.getmembers()]
+    prefix = entries[0][0].name.split("/", 1)[0]
+    mtime = entries[0][0].mtime
+    out = []
+    for member, data in entries:
+        if member.name == f"{prefix}/Cargo.toml":
+            # The workspace manifest as written, members and default-members intact.
+            data = (ROOT / "Cargo.toml").read_bytes()
+            member.size = len(data)
+        out.append((member, data))
+    have = {m.name for m, _ in out}
+    for rel in [str(m) for m in members] + list(SDIST_TREES):
+        for path in _files_under(rel):
+            arcname = f"{prefix}/{path}"
+            if arcname in have:
+                continue
+            data = (ROOT / path).read_bytes()
+            info = tarfile.TarInfo(arcname)
+            info.size, info.mtime = len(data), mtime
+            info.mode = 0o755 if os.access(ROOT / path, os.X_OK) else 0o644
+            out.append((info, data))
+            have.add(arcname)
+    missing = [p for p in ("Cargo.lock", "Cargo.toml", "pyproject.toml", "PKG-INFO", "LICENSE", "README.md")
+               if f"{prefix}/{p}" not in have]
+    if missing:
+        raise RuntimeError(f"the sdist would lack {', '.join(missing)}")
+    # Same layout as maturin's: gzip'd ustar-ish tar, fixed mtime, root-owned files.
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for info, data in out:
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    target = os.path.join(sdist_directory, name)
+    with open(target, "wb") as f, gzip.GzipFile(filename="", fileobj=f, mode="wb", mtime=0) as gz:
+        gz.write(buf.getvalue())
+    return name

@@ -2,13 +2,17 @@
 and use both entry points as a user would. Slow (a release build of the binary).
 
 The wheel is one users can install: manylinux_2_28 (torch's own baseline), as tagged,
-as `auditwheel show` sees it and as every ELF file in it asks of glibc."""
+as `auditwheel show` sees it and as every ELF file in it asks of glibc.
+
+The source distribution (`python -m build --sdist`) holds the whole workspace, and
+`pip install dynafold-*.tar.gz` builds and installs from that file alone."""
 import os
 import pathlib
 import platform
 import re
 import subprocess
 import sys
+import tarfile
 import venv
 
 import pytest
@@ -27,9 +31,7 @@ PROBE = "import os, sys; print('FIRST', type(sys.meta_path[0]).__name__); print(
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("package")
-    maturin = pathlib.Path(sys.executable).parent / "maturin"
-    assert maturin.exists(), f"{maturin} missing: the test venv lacks maturin (scripts/lib/env.sh installs it)"
-    env = dict(os.environ, PATH=f"{maturin.parent}:{os.environ['PATH']}")
+    env = tool_env()
     # The in-tree backend builds the libraries maturin does not; `maturin build` alone skips
     # it, so the wheel is built through the same PEP 517 hook pip uses.
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
@@ -49,6 +51,84 @@ def installed(wheel):
                        capture_output=True, timeout=300)
     assert r.returncode == 0, r.stderr.decode()
     return tmp / "venv"
+
+
+def tool_env():
+    """PATH with the test venv's own commands (maturin) first, as pip's build environment has."""
+    bindir = pathlib.Path(sys.executable).parent
+    assert (bindir / "maturin").exists(), f"{bindir}/maturin missing: the test venv lacks maturin (scripts/lib/env.sh)"
+    return dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}")
+
+
+@pytest.fixture(scope="module")
+def sdist(tmp_path_factory):
+    """`python -m build --sdist` from the tree, as the README says (without build isolation:
+    the build requirements are the test venv's, the tests run without the network)."""
+    tmp = tmp_path_factory.mktemp("sdist")
+    r = subprocess.run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(tmp / "dist"),
+                        str(ROOT)], env=tool_env(), capture_output=True, timeout=600)
+    assert r.returncode == 0, r.stdout.decode()[-3000:] + r.stderr.decode()[-3000:]
+    (sdist,) = (tmp / "dist").glob("dynafold-*.tar.gz")
+    return sdist
+
+
+@pytest.fixture(scope="module")
+def from_sdist(sdist):
+    """A fresh venv with dynafold installed by `pip install <the sdist file>`: pip unpacks it
+    and builds the wheel from it alone (the tree is not involved). The build runs in the test
+    venv, where maturin and ziglang are (pip's isolated build would fetch them), and installs
+    into the fresh venv (--prefix). cargo's target folder is the tree's, so the registry crates
+    built there are reused; the workspace's own crates are built afresh from the sdist's copy."""
+    tmp = sdist.parent.parent
+    venv.create(tmp / "venv", with_pip=True)
+    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")).resolve()
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--no-build-isolation",
+                        "--ignore-installed", "--prefix", str(tmp / "venv"), str(sdist)],
+                       cwd=tmp, env=dict(tool_env(), CARGO_TARGET_DIR=str(target)), capture_output=True, timeout=1800)
+    assert r.returncode == 0, r.stdout.decode()[-3000:] + r.stderr.decode()[-3000:]
+    return tmp / "venv"
+
+
+def include_str_paths():
+    """Every file a workspace crate reads at compile time (include_str!/include_bytes!)."""
+    for rs in (ROOT / "src").rglob("*.rs"):
+        for rel in re.findall(r'include_(?:str|bytes)!\(\s*"([^"]+)"', rs.read_text()):
+            yield (rs.parent / rel).resolve().relative_to(ROOT).as_posix()
+
+
+def test_sdist_carries_the_whole_workspace(sdist):
+    with tarfile.open(sdist) as t:
+        prefix = t.getnames()[0].split("/", 1)[0]
+        names = {n[len(prefix) + 1:] for n in t.getnames()}
+        manifest = t.extractfile(f"{prefix}/Cargo.toml").read()
+        pkg_info = t.extractfile(f"{prefix}/PKG-INFO").read().decode()
+    tracked = subprocess.run(["git", "ls-files", "src", "hooks", "python", "Cargo.lock", "Cargo.toml",
+                              ".cargo", "pyproject.toml", "README.md", "LICENSE"],
+                             cwd=ROOT, capture_output=True, check=True).stdout.decode().split()
+    assert {"src/preload/Cargo.toml", "src/python/Cargo.toml", "src/values/Cargo.toml", "LICENSE"} <= set(tracked)
+    assert not set(tracked) - names, sorted(set(tracked) - names)
+    includes = set(include_str_paths())
+    assert includes and includes <= names, sorted(includes - names)
+    # The workspace manifest as written (maturin's own sdist keeps only src/values as a member).
+    assert manifest == (ROOT / "Cargo.toml").read_bytes()
+    assert not [n for n in names if n.endswith((".so", ".pyc"))], names
+    assert "License: Apache-2.0" in pkg_info and "Description-Content-Type: text/markdown" in pkg_info
+    assert "Classifier: Programming Language :: Python :: 3.13" in pkg_info
+
+
+def test_sdist_installs_with_pip(sdist, from_sdist):
+    """`dynafold --version` and `python -m dynafold --help` from the venv the sdist went into,
+    and the libraries built from it activate dynafold."""
+    py = str(from_sdist / "bin" / "python")
+    r = run([str(from_sdist / "bin" / "dynafold"), "--version"], clean_env())
+    version = sdist.name[len("dynafold-"):-len(".tar.gz")]
+    assert r.returncode == 0 and r.stdout.decode().split() == ["dynafold", version], r.stdout + r.stderr
+    r = run([py, "-m", "dynafold", "--help"], clean_env())
+    assert r.returncode == 0 and "run" in r.stdout.decode(), r.stdout + r.stderr
+    r = run([py, "-m", "dynafold", "run", "--", py, "-c", PROBE], clean_env())
+    assert r.returncode == 0, r.stderr.decode()
+    assert lines(r, "FIRST") == ["DynafoldFinder"]
+    assert lines(r, "PRELOAD") == [str(package_dir(from_sdist) / "libdynafold.so")]
 
 
 def lines(r, prefix):
