@@ -8,7 +8,7 @@
 #     path needs and the GPU image lacks (/work/.library/device/KINDS.md's package list).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-venv=${SGLANG_VENV:-$HOME/.cache/dynafold/venv-sglang0.5.23-torch2.14.1}
+venv=${SGLANG_VENV:-$HOME/.cache/dynafold-dev/venv-sglang0.5.23-torch2.14.1}
 out="$root/.sglang"
 mkdir -p "$out/wheels"
 grep -qx '/.sglang/' "$root/.git/info/exclude" 2>/dev/null || echo '/.sglang/' >> "$root/.git/info/exclude"

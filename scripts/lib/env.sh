@@ -2,7 +2,7 @@
 # torch and real FlashInfer releases, kept outside the clone and reused between runs.
 # Sourced, not executed.
 
-DYNAFOLD_CACHE=${DYNAFOLD_CACHE:-$HOME/.cache/dynafold}
+DYNAFOLD_CACHE=${DYNAFOLD_CACHE:-$HOME/.cache/dynafold-dev}
 TORCH_VERSION=${DYNAFOLD_TORCH:-2.15.0}
 # The oldest torch the graph-break reporter supports; its tests run there too.
 OLD_TORCH_VERSION=${DYNAFOLD_OLD_TORCH:-2.9.1}

@@ -74,7 +74,7 @@ impl FoldContext for FakeContext {
 fn corpus() -> PathBuf {
     std::env::var_os("DYNAFOLD_CACHE")
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/dynafold")))
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/dynafold-dev")))
         .unwrap_or_default()
         .join("corpus")
 }

@@ -24,12 +24,12 @@ pub fn version() -> CudaVersion {
     CudaVersion::parse_release("12.8").expect("12.8 is a release")
 }
 
-/// `$DYNAFOLD_CACHE/corpus` (default `~/.cache/dynafold/corpus`), filled by scripts/fetch-corpus.
+/// `$DYNAFOLD_CACHE/corpus` (default `~/.cache/dynafold-dev/corpus`), filled by scripts/fetch-corpus.
 pub fn corpus_dir() -> PathBuf {
     let cache = std::env::var_os("DYNAFOLD_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/dynafold")
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/dynafold-dev")
         });
     cache.join("corpus")
 }

@@ -21,7 +21,7 @@ TARGET = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "re
 PRELOAD = TARGET / "libdynafold.so"
 DYNAFOLD = TARGET / "dynafold"
 # Where scripts/test keeps the venvs and the FlashInfer releases (scripts/lib/env.sh).
-CACHE = pathlib.Path(os.environ.get("DYNAFOLD_CACHE", pathlib.Path.home() / ".cache/dynafold"))
+CACHE = pathlib.Path(os.environ.get("DYNAFOLD_CACHE", pathlib.Path.home() / ".cache/dynafold-dev"))
 
 # A CPython with a shared libpython (pyenv's) and one with a static one (Debian's
 # /usr/bin/python3.11, which exports its symbols from the executable).

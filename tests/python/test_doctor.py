@@ -7,7 +7,7 @@ import pytest
 
 from conftest import DYNAFOLD, clean_env, run
 
-CACHE = pathlib.Path(os.environ.get("DYNAFOLD_CACHE", pathlib.Path.home() / ".cache/dynafold"))
+CACHE = pathlib.Path(os.environ.get("DYNAFOLD_CACHE", pathlib.Path.home() / ".cache/dynafold-dev"))
 FLASHINFER = CACHE / "flashinfer" / "0.6.16"
 PY = sys.executable  # the venv's python: torch is installed there
 BASE_PATH = "/usr/bin:/bin"

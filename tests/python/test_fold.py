@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ROOT, clean_env, run, result_of
 
-CACHE = pathlib.Path(os.environ.get("DYNAFOLD_CACHE", pathlib.Path.home() / ".cache/dynafold"))
+CACHE = pathlib.Path(os.environ.get("DYNAFOLD_CACHE", pathlib.Path.home() / ".cache/dynafold-dev"))
 PYTHON = CACHE / f"venv-torch{os.environ.get('DYNAFOLD_TORCH', '2.15.0')}" / "bin" / "python"
 RELEASES = os.environ.get("DYNAFOLD_FLASHINFER_RELEASES", "0.5.3 0.6.16 0.7.4").split()
 HELPER = ROOT / "tests" / "python" / "helpers" / "cuda_answers.py"

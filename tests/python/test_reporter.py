@@ -1,8 +1,8 @@
 """The graph-break observer (hooks/dynamo_observer.py) against real torch and real Dynamo.
 
 Run with each supported torch, e.g.
-  ~/.cache/dynafold/venv-torch2.15.0/bin/python -m pytest tests/python/test_reporter.py
-  ~/.cache/dynafold/venv-torch2.9.1/bin/python -m pytest tests/python/test_reporter.py
+  ~/.cache/dynafold-dev/venv-torch2.15.0/bin/python -m pytest tests/python/test_reporter.py
+  ~/.cache/dynafold-dev/venv-torch2.9.1/bin/python -m pytest tests/python/test_reporter.py
 FlashInfer cases need a release on disk (DYNAFOLD_FLASHINFER_DIR, default
 $DYNAFOLD_CACHE/flashinfer/0.6.16 as scripts/test installs it) and fail without it.
 """

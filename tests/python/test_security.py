@@ -147,3 +147,19 @@ def test_superseded_cache_entries_are_pruned(preload, tmp_path):
     # The other release's cpp_ext has another key: its entry replaced the first one.
     cpp_ext = [n for n in names["0.7.4"] if n.startswith("flashinfer.jit.cpp_ext.")]
     assert cpp_ext and cpp_ext[0] not in names["0.6.16"], names
+
+
+def test_the_runtime_cache_lives_apart_from_the_development_environments(tmp_path):
+    """Issue 19: scripts/test's 5 GB environments shared ~/.cache/dynafold with the runtime
+    bytecode cache; they now live in ~/.cache/dynafold-dev."""
+    import subprocess
+    home = tmp_path / "home"
+    home.mkdir()
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run(["bash", "-c", "source scripts/lib/env.sh; echo \"$DYNAFOLD_CACHE\""],
+                       cwd=root, capture_output=True, timeout=30,
+                       env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
+    dev = r.stdout.decode().strip()
+    runtime = str(home / ".cache" / "dynafold")
+    assert dev == str(home / ".cache" / "dynafold-dev"), dev
+    assert not (dev + "/").startswith(runtime + "/"), (dev, runtime)
