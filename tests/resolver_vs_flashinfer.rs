@@ -75,7 +75,9 @@ struct Scenario {
 fn cache_dir() -> PathBuf {
     match std::env::var_os("DYNAFOLD_CACHE") {
         Some(d) => PathBuf::from(d),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/dynafold-dev"),
+        None => {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/dynafold-dev")
+        }
     }
 }
 
