@@ -461,7 +461,7 @@ def _plan(declared):
     variants = []
     for narrowing in narrowings:
         prototype = (narrowing.prototype if narrowing is not None
-                     else _returning_nothing(fn) if returns_argument else fn)
+                     else _returning_nothing(fn, hints) if returns_argument else fn)
         try:
             schema = declared.schema or torch.library.infer_schema(
                 prototype, mutates_args=mutates)
@@ -481,19 +481,11 @@ def _plan(declared):
                      returns_argument=returns_argument)
 
 
-def _returning_nothing(fn):
+def _returning_nothing(fn, hints):
     """A prototype of `fn` whose result is None, for the schema of an aliased-result op."""
-    def prototype(*args):
-        raise NotImplementedError
-
-    sig = inspect.signature(fn)
-    hints = _hints(fn)
-    prototype.__signature__ = sig.replace(
-        parameters=[p.replace(annotation=hints.get(p.name, p.annotation))
-                    for p in sig.parameters.values()],
-        return_annotation=None)
-    prototype.__name__ = fn.__name__
-    return prototype
+    params = [p.replace(annotation=hints.get(p.name, p.annotation))
+              for p in inspect.signature(fn).parameters.values()]
+    return op_narrowing.prototype_of(fn, params, None)
 
 
 def _takes_the_same(fake, fn):

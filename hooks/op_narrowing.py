@@ -153,12 +153,14 @@ class Narrowing:
     """One declaration narrowed by NARROWED: its operator's prototype (for the schema), the
     call check Dynamo inlines, and its kernel and fake adapted to the operator's parameters."""
 
-    def __init__(self, names, kept, dropped, checks, prototype):
+    def __init__(self, names, kept, dropped, checks, prototype, restores=(), suffix=""):
         self.names = names          # FlashInfer's parameter names, in order
         self.kept = kept            # (index, name, default) of those the operator takes
         self.dropped = dropped      # (index, value given back) of those left out of it
         self.checks = checks        # (index, name, default, fits) tested per call
         self.prototype = prototype
+        self.restores = restores    # (position among kept, operator value -> FlashInfer's)
+        self.suffix = suffix        # the operator name's suffix of a Union member's variant
 
     @classmethod
     def of(cls, fn, hints, split=None):
@@ -211,20 +213,8 @@ class Narrowing:
                 return "schema not expressible (a Union result)"
             result = torch.Tensor
 
-        def prototype(*args):
-            raise NotImplementedError
-
-        prototype.__signature__ = sig.replace(parameters=params, return_annotation=result)
-        prototype.__name__ = fn.__name__
-        narrowing = cls(names, kept, dropped, checks, prototype)
-        narrowing.restores = tuple(restores)
-        narrowing.suffix = suffix
-        return narrowing
-
-    def through_op(self, op, as_shipped):
-        """What Dynamo calls in place of FlashInfer's function: the operator when the call fits,
-        else the function as shipped."""
-        return through_ops([(self, op)], as_shipped)
+        return cls(names, kept, dropped, checks, prototype_of(fn, params, result),
+                   tuple(restores), suffix)
 
     def full_args(self, args):
         """The operator's arguments as FlashInfer's function takes them."""
@@ -260,6 +250,18 @@ class Narrowing:
             full = self.full_args(args)
             return fake(**{n: v for n, v in zip(names, full) if n in takes})
         return adapted
+
+
+def prototype_of(fn, parameters, result):
+    """A stand-in for `fn` with these parameters and result, for `torch.library.infer_schema`
+    (which reads only the signature)."""
+    def prototype(*args):
+        raise NotImplementedError
+
+    prototype.__signature__ = inspect.signature(fn).replace(parameters=parameters,
+                                                            return_annotation=result)
+    prototype.__name__ = fn.__name__
+    return prototype
 
 
 def through_ops(narrowed, as_shipped):
