@@ -120,7 +120,7 @@ def become_data():
         return
     _compiling[0] = True
     for wrapper in list(_planned or ()):
-        for attr in _plan_attributes(type(wrapper)) | _inherited(type(wrapper)):
+        for attr in _plan_properties(type(wrapper)):
             try:
                 setattr(wrapper, f"_dynafold{attr}_data", as_data(getattr(wrapper, attr)))
             except AttributeError:
@@ -129,6 +129,7 @@ def become_data():
         _planned.clear()
 
 
-def _inherited(cls):
+def _plan_properties(cls):
+    """The plan attributes `install` made properties, on the class or a base."""
     return {name for klass in cls.__mro__ for name, value in vars(klass).items()
             if isinstance(value, property) and name.startswith(PREFIX)}

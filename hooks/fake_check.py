@@ -34,8 +34,6 @@ DIFFERS = (
     "FlashInfer's ops as it ships them, and report this to dynafold (the fix is an entry in "
     "hooks/op_corrections.py or hooks/op_fakes.py)."
 )
-# Kept for callers of the earlier name.
-FAKE_DIFFERS = DIFFERS
 
 # Up to this many bytes a non-mutable argument is copied for an exact comparison; larger ones
 # (a KV cache) are compared by fingerprint, so the check never doubles a server's memory.

@@ -38,9 +38,7 @@ def clone(x):
 def same(a, b):
     if isinstance(a, torch.Tensor):
         return (isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype
-                and torch.equal(a.view(torch.uint8) if a.dtype.itemsize == 1 and a.is_floating_point()
-                                else a, b.view(torch.uint8) if a.dtype.itemsize == 1
-                                and b.is_floating_point() else b))
+                and torch.equal(a, b))
     if isinstance(a, (list, tuple)):
         return isinstance(b, (list, tuple)) and len(a) == len(b) and all(
             same(x, y) for x, y in zip(a, b))
