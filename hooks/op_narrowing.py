@@ -217,8 +217,12 @@ class Narrowing:
                    tuple(restores), suffix)
 
     def full_args(self, args):
-        """The operator's arguments as FlashInfer's function takes them."""
+        """The operator's arguments as FlashInfer's function takes them. The dispatcher leaves
+        out trailing arguments equal to their schema default (a sampling call with no seed
+        reaches the kernel without `seed` and `offset`): they are put back before the dropped
+        parameters are, else each dropped value would land in the place of a missing one."""
         out = list(args)
+        out += [default for _, _, default in self.kept[len(out):]]
         for index, value in self.dropped:
             out.insert(index, value)
         return out
