@@ -44,6 +44,7 @@ This module keeps the eager path exactly as FlashInfer ships it and gives Dynamo
 Nothing user-supplied reaches generated source: there is no generated source.
 """
 
+import enum
 import functools
 import inspect
 import logging
@@ -314,7 +315,8 @@ def wake_pending(*_args):
         try:
             why_not = _wake(declared)
         except Exception as e:  # a declaration we cannot wake must not break the compile
-            why_not = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            first = next((line.strip() for line in str(e).splitlines() if line.strip()), "")
+            why_not = f"{type(e).__name__}: {first}"
         entry = _status.setdefault(declared.module, {"woken": 0, "skipped": {}})
         if why_not is None:
             entry["woken"] += 1
@@ -386,7 +388,7 @@ class _Operator:
     schema, fake; one operator each, several for a Union parameter split by member), the
     parameters it may write, whether it is seeded and which parameter its result is (an
     aliased result, woken as a mutation)."""
-    __slots__ = ("name", "variants", "mutable", "seeded", "returns_argument")
+    __slots__ = ("name", "variants", "mutable", "seeded", "returns_argument", "renames")
 
     def __init__(self, **fields):
         for field in self.__slots__:
@@ -450,18 +452,27 @@ def _plan(declared):
         narrowings = op_narrowing.variants(fn, hints)
         if isinstance(narrowings, str):
             return narrowings
+    enums = [n for n, h in hints.items() if isinstance(h, type) and issubclass(h, enum.Enum)]
+    if enums:
+        # infer_schema writes `enum.Enum`, which no schema parser takes.
+        return f"schema not expressible (an Enum parameter: {', '.join(enums)})"
     nothing = _returns_nothing(hints)
     fake = None
     if not nothing:
         fake = op_fakes.override(declared.name, fn) or declared.fake
         if fake is None:
-            return "returns tensors and has no fake"
+            return "returns a value and has no fake"
         if narrowings == [None] and not _takes_the_same(fake, fn):
             return "fake's parameters differ from the kernel's"
+    renames = tuple((p, p + "_") for p in params if p in TAKEN_BY_TORCH)
+    if renames and (narrowings != [None] or set(p for p, _ in renames) & set(mutates)):
+        return f"a parameter named {renames[0][0]} (torch's functionalization takes that name)"
     variants = []
     for narrowing in narrowings:
         prototype = (narrowing.prototype if narrowing is not None
                      else _returning_nothing(fn, hints) if returns_argument else fn)
+        if renames:
+            prototype = _renamed(prototype, dict(renames))
         try:
             schema = declared.schema or torch.library.infer_schema(
                 prototype, mutates_args=mutates)
@@ -478,7 +489,24 @@ def _plan(declared):
         variants.append((narrowing, schema, variant_fake))
     return _Operator(name=op_name, variants=variants, mutable=mutates,
                      seeded=_is_seeded(correction, params, hints),
-                     returns_argument=returns_argument)
+                     returns_argument=returns_argument, renames=renames)
+
+
+# Parameter names torch's auto_functionalization passes beside an operator's own arguments, by
+# name: an operator parameter of that name fails at inductor's lowering ("got multiple values for
+# argument 'mode'", FlashInfer 0.7.4's ulysses_a2a). The operator's parameter gets a suffix.
+TAKEN_BY_TORCH = frozenset({"mode"})
+
+
+def _renamed(prototype, renames):
+    """A prototype of `prototype` whose parameters in `renames` are renamed."""
+    sig = inspect.signature(prototype)
+    hints = _hints(prototype)
+    params = [p.replace(name=renames.get(p.name, p.name),
+                        annotation=hints.get(p.name, p.annotation))
+              for p in sig.parameters.values()]
+    result = hints.get("return", sig.return_annotation)
+    return op_narrowing.prototype_of(prototype, params, None if result is type(None) else result)
 
 
 def _returning_nothing(fn, hints):
@@ -524,7 +552,12 @@ def _wake(declared):
         narrowed.append((narrowing, op))
 
     if narrowed[0][0] is None:
+        renames = operator.renames or ()
+
         def through_op(*args, **kwargs):
+            for old, new in renames:
+                if old in kwargs:
+                    kwargs[new] = kwargs.pop(old)
             return op(*args, **kwargs)
     else:
         through_op = op_narrowing.through_ops(narrowed, op_narrowing.as_shipped(fn))
