@@ -30,7 +30,7 @@ This module keeps the eager path exactly as FlashInfer ships it and gives Dynamo
 4. Each fake is checked against its kernel the first time the operator runs for real in the
    process, before that result is returned (hooks/fake_check.py); the verdicts are in
    `status()`.
-5. Every `functools.cache`d JIT loader (`get_*module*`) of a woken module is made trace-
+5. Every `functools.cache`d JIT loader (`get_*module*`, `_get_*module*`) of a woken module is made trace-
    transparent: under compile Dynamo calls it outside the trace (as a constant), so the
    module it returns is the one the eager path built, or is built then, outside the graph.
 6. FlashInfer's attention wrappers keep their plan as a tvm_ffi Array, which Dynamo cannot pass
@@ -107,6 +107,11 @@ EXTRA_DECLARATIONS = [
     # hooks/op_fakes.py's; 0.7.2's `nvfp4_4over6` recipe object is narrowed to None (off).
     ("flashinfer.quantization.fp4_quantization", "_fp4_quantize_cute_dsl",
      "flashinfer::fp4_quantize_cute_dsl", (), None),
+    # mm_fp4 (SGLang's NVFP4 linear GEMM, every backend) as one operator, its backend checks
+    # included: they import cuDNN and the CuTe DSL (importlib) and the body builds runners,
+    # cuDNN graphs and JIT modules and takes the autotuner's lock. Its result is `out`, the
+    # caller's when given (hooks/op_corrections.py); its fake is hooks/op_fakes.py's.
+    ("flashinfer.gemm.gemm_base", "mm_fp4", "flashinfer::mm_fp4", (), None),
 ]
 
 class _Declared:
@@ -408,6 +413,8 @@ def _mutated(declared, correction, params):
     extra = list(correction.get("also_mutates", ()))
     if correction.get("returns_argument"):
         extra.append(correction["returns_argument"])
+    if correction.get("result_is_given"):
+        extra.append(correction["result_is_given"]["argument"])
     missing = [m for m in extra if m not in params]
     if missing:
         return f"correction names parameters the kernel lacks ({', '.join(missing)})"
@@ -447,8 +454,13 @@ def _plan(declared):
     if returns_argument:
         hints = {**hints, "return": type(None)}
     narrowings = [None]
+    given = correction.get("result_is_given")
+    if given and declared.schema is None:
+        narrowings = op_narrowing.given_result(fn, hints, given)
+        if isinstance(narrowings, str):
+            return narrowings
     # Checked before asking torch, which logs a warning per Union parameter when asked.
-    if declared.schema is None and op_narrowing.needed(hints):
+    elif declared.schema is None and op_narrowing.needed(hints):
         narrowings = op_narrowing.variants(fn, hints)
         if isinstance(narrowings, str):
             return narrowings
@@ -458,7 +470,7 @@ def _plan(declared):
         return f"schema not expressible (an Enum parameter: {', '.join(enums)})"
     nothing = _returns_nothing(hints)
     fake = None
-    if not nothing:
+    if not nothing and not given:
         fake = op_fakes.override(declared.name, fn) or declared.fake
         if fake is None:
             return "returns a value and has no fake"
@@ -478,14 +490,9 @@ def _plan(declared):
                 prototype, mutates_args=mutates)
         except Exception as e:
             return f"schema not expressible ({str(e).splitlines()[0][:80]})"
-        # An operator with no result needs a fake that returns nothing, whatever FlashInfer's
-        # says: several of FlashInfer's rotted (a parameter missing), and one kernel declared
-        # `-> None` returns its output buffer anyway (its callers read the buffer).
-        variant_fake = _no_result if nothing else fake
-        if narrowing is not None and not nothing:
-            variant_fake = narrowing.adapt_fake(fake)
-            if isinstance(variant_fake, str):
-                return variant_fake
+        variant_fake = _variant_fake(declared, fn, narrowing, nothing, fake, given)
+        if isinstance(variant_fake, str):
+            return variant_fake
         variants.append((narrowing, schema, variant_fake))
     return _Operator(name=op_name, variants=variants, mutable=mutates,
                      seeded=_is_seeded(correction, params, hints),
@@ -507,6 +514,32 @@ def _renamed(prototype, renames):
               for p in sig.parameters.values()]
     result = hints.get("return", sig.return_annotation)
     return op_narrowing.prototype_of(prototype, params, None if result is type(None) else result)
+
+
+def _variant_fake(declared, fn, narrowing, nothing, fake, given):
+    """The fake of one operator of a declaration; a reason when there is none that fits.
+
+    An operator with no result needs a fake that returns nothing, whatever FlashInfer's says:
+    several of FlashInfer's rotted (a parameter missing), and one kernel declared `-> None`
+    returns its output buffer anyway (its callers read the buffer). So does the operator of a
+    call whose result is the buffer it gave; one that also returns fresh tensors ("list+")
+    takes dynafold's fake of those (`rest_fake`), and the call without a buffer the
+    declaration's own."""
+    if nothing:
+        return _no_result
+    if given:
+        form = narrowing.gives_back[0] if narrowing.gives_back else None
+        if form in ("itself", "list"):
+            return _no_result
+        name = given.get("rest_fake") if form == "list+" else declared.name
+        fake = op_fakes.override(name, fn) if name else None
+        if fake is None and form is None:
+            fake = declared.fake
+        if fake is None:
+            return "returns tensors and has no fake"
+    if narrowing is None:
+        return fake
+    return narrowing.adapt_fake(fake)
 
 
 def _returning_nothing(fn, hints):
@@ -669,7 +702,9 @@ def _make_loaders_transparent():
         if not name.startswith("flashinfer") or module is None:
             continue
         for attr, value in list(vars(module).items()):
-            loader = attr.startswith("get_") and "module" in attr
+            # `_get_*module*` too: 0.6.16-0.7.x build the fused-MoE module (and declare its
+            # ops) in `_get_trtllm_moe_sm100_module_impl`, behind an uncached public getter.
+            loader = attr.lstrip("_").startswith("get_") and "module" in attr
             if not (loader or _is_device_query(attr)):
                 continue
             if not (callable(value) and hasattr(value, "cache_info")):

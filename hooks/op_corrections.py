@@ -16,6 +16,15 @@ Fields (each optional):
 - `seeded`: the kernel draws from the random generator although no parameter says so; the
   operator gets `torch.Tag.nondeterministic_seeded` and an ordered effect (a `generator`
   parameter already says so).
+- `result_is_given`: the declared result is the caller's buffer when one is given, which no
+  operator may return: `{"argument": the buffer's parameter, "when": {parameter: value that
+  must hold}, "form": "itself" | "list" ([buffer]) | "list+" ([buffer, *fresh tensors]),
+  "rest_fake": the hooks/op_fakes.py name of the fresh tensors' fake (form "list+"),
+  "fresh_otherwise": whether a call without a buffer is an operator too}`. The call that gives
+  the buffer (and fits `when`) becomes an operator that writes it (declared mutable) and
+  returns nothing or only the fresh tensors; what Dynamo calls hands back the buffer as
+  FlashInfer does (hooks/op_narrowing.py, `given_result`). Any other call is traced as
+  FlashInfer ships it.
 - `dormant`: why the declaration cannot become a correct operator at all (it stays as
   FlashInfer ships it: traced, a graph break where it reaches the kernel, never a wrong value).
 
@@ -61,11 +70,12 @@ CORRECTIONS = {
        for op in ("moe_a2a_combine", "moe_a2a_combine_into")},
     # Results that are the caller's `output` only when one is given (else a new tensor), or a
     # list holding it: no operator schema says "sometimes an alias", so these stay as
-    # FlashInfer ships them (traced, not woken) rather than give a stale buffer.
+    # FlashInfer ships them (traced, not woken) rather than give a stale buffer; the NVFP4
+    # ones SGLang calls are woken for the call that gives `output` (below).
     **{("flashinfer.fused_moe.core", f"{loader}.<locals>.{op}"): {
         "dormant": "result is the caller's output only when one is given"}
        for loader in ("_build_trtllm_moe_namespace", "_get_trtllm_moe_sm100_module_impl")
-       for op in ("trtllm_bf16_moe_op", "trtllm_fp4_block_scale_moe_op",
+       for op in ("trtllm_bf16_moe_op",
                   "trtllm_fp8_block_scale_moe_op", "trtllm_fp8_per_channel_scale_moe_op",
                   "trtllm_fp8_per_tensor_scale_moe_op",
                   "trtllm_fp8_per_tensor_scale_routed_moe_op",
@@ -76,8 +86,27 @@ CORRECTIONS = {
                           ("fp4_op", "prims_ts_fp4_block_scale_moe"),
                           ("fp8_op", "prims_ts_fp8_block_scale_moe"),
                           ("fp8_op", "prims_ts_fp8_per_tensor_scale_moe"))},
+    # NVFP4 MoE as SGLang calls it (0.6.16-0.7.4, the same body): with `output` given and
+    # finalized, the result is `[output]` (0.7.x fused_moe/shared/inputs.py
+    # unpack_trtllm_moe_output; 0.6.16 inline); routing buffers the caller does not give are
+    # allocated inside. Not finalized, it holds routing-sized tensors and may hold the
+    # caller's `topk_weights`: traced as shipped.
+    **{("flashinfer.fused_moe.core", f"{loader}.<locals>.trtllm_fp4_block_scale_moe_op"): {
+        "result_is_given": {"argument": "output", "form": "list",
+                            "when": {"do_finalize": True, "gemm1_lora_delta": None}}}
+       for loader in ("_build_trtllm_moe_namespace", "_get_trtllm_moe_sm100_module_impl")},
+    # Outside min-latency mode (which the public function refuses on every arch it builds)
+    # the kernel returns `[output, three scratch tensors it allocates]`; FlashInfer's fake
+    # gives one tensor. Woken as a write of `output` returning the three (dynafold's fake).
     ("flashinfer.fused_moe.core", "get_cutlass_fused_moe_module.<locals>.cutlass_fused_moe"): {
-        "dormant": "result is (or holds) the caller's output",
+        "result_is_given": {"argument": "output", "form": "list+",
+                            "when": {"min_latency_mode": False},
+                            "rest_fake": "flashinfer::cutlass_fused_moe:scratch"},
+    },
+    # dynafold's own declaration of `mm_fp4` (hooks/dormant_ops.py): returns `out`, the
+    # caller's when given, else one it allocates.
+    ("flashinfer.gemm.gemm_base", "mm_fp4"): {
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",

@@ -63,6 +63,23 @@ def _fp4_quantize_cute_dsl(values):
             input.new_empty((rows, columns), dtype=torch.uint8))
 
 
+def _mm_fp4(values):
+    """`mm_fp4`'s fresh result (no `out` given), as its body allocates it on every backend:
+    (a.shape[0], b.shape[1]) of `out_dtype`, contiguous."""
+    a, b = values["a"], values["b"]
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=values["out_dtype"])
+
+
+def _cutlass_fused_moe_scratch(values):
+    """The three tensors `cutlass_fused_moe`'s kernel allocates and returns after `output`
+    outside min-latency mode: active experts per node (1,) int32, expert-to-token scores
+    (experts on this rank, tokens) float32, active expert ids (experts on this rank,) int32."""
+    input, experts = values["input"], values["fc2_expert_weights"].shape[0]
+    return [input.new_empty((1,), dtype=torch.int32),
+            input.new_empty((experts, input.shape[0]), dtype=torch.float32),
+            input.new_empty((experts,), dtype=torch.int32)]
+
+
 # Declared name -> a fake taking the kernel's own parameters.
 PLAIN = {
     "flashinfer::merge_states": _merge_states,
@@ -75,6 +92,13 @@ BY_NAME = {
     "flashinfer::fp4_quantize_cute_dsl": (
         _fp4_quantize_cute_dsl,
         ("input", "sf_vec_size", "is_sf_swizzled_layout", "is_sf_8x4_layout")),
+    # dynafold's own declaration of the public mm_fp4 (hooks/dormant_ops.py), called without
+    # `out` (with it, its operator returns nothing: hooks/op_corrections.py).
+    "flashinfer::mm_fp4": (_mm_fp4, ("a", "b", "out_dtype")),
+    # cutlass_fused_moe's kernel with `output` given: what it returns besides `output`
+    # (hooks/op_corrections.py, form "list+").
+    "flashinfer::cutlass_fused_moe:scratch": (
+        _cutlass_fused_moe_scratch, ("input", "fc2_expert_weights")),
 }
 
 

@@ -10,6 +10,13 @@ a result's shape). fp4_quantize's cute-dsl kernel (dynafold's own declaration) i
 same way: its NVFP4 "4over6" recipe object is left out, and a call with a recipe is traced as
 shipped.
 
+A third kind: a result that is the caller's own buffer when one is given (`mm_fp4`'s `out`, the
+fused MoE ops' `output`), which no operator may return (`given_result`). The call that gives
+the buffer is woken as an operator that writes it and returns nothing (or only its other,
+fresh results), and what Dynamo calls hands back the caller's buffer as FlashInfer does; a call
+without one may be an operator of its own returning the fresh result; any other call is traced
+as shipped.
+
 Two more kinds: a `Union[float, Tensor]` parameter (the fp8-quant norms' `scale`) gives one
 operator per member, and Dynamo calls the one the argument fits; the attention run kernels'
 `List[int] plan_info_vec` reaches its operator as an int64 CPU tensor, graph data rather than
@@ -100,6 +107,42 @@ def is_union(hint):
         [a for a in typing.get_args(hint) if a is not type(None)]) > 1
 
 
+def _schema_hint(hint):
+    """The annotation an operator's schema can say for `hint`: a Literal of strings (a backend
+    name) is a str; anything else unchanged."""
+    if typing.get_origin(hint) is typing.Literal and all(
+            isinstance(a, str) for a in typing.get_args(hint)):
+        return str
+    return hint
+
+
+def _int_enum(hint):
+    """The IntEnum class `hint` is, else None."""
+    import enum
+    return hint if isinstance(hint, type) and issubclass(hint, enum.IntEnum) else None
+
+
+def _as_enum(enum_class):
+    def restore(value):
+        return enum_class(value)
+    return restore
+
+
+def _fits(value):
+    """A check that a parameter's value is exactly `value` (a constant: True, False, None)."""
+    if value is None:
+        return _fits_none
+    if value is False:
+        return _fits_false
+    if value is True:
+        return _fits_true
+    raise ValueError(f"no check for {value!r}")
+
+
+def _fits_true(value):
+    return value is True
+
+
 def _rule(name, hint):
     rule = NARROWED.get(name)
     return rule if rule is not None and rule.applies(hint) else None
@@ -153,7 +196,8 @@ class Narrowing:
     """One declaration narrowed by NARROWED: its operator's prototype (for the schema), the
     call check Dynamo inlines, and its kernel and fake adapted to the operator's parameters."""
 
-    def __init__(self, names, kept, dropped, checks, prototype, restores=(), suffix=""):
+    def __init__(self, names, kept, dropped, checks, prototype, restores=(), suffix="",
+                 gives_back=None):
         self.names = names          # FlashInfer's parameter names, in order
         self.kept = kept            # (index, name, default) of those the operator takes
         self.dropped = dropped      # (index, value given back) of those left out of it
@@ -161,20 +205,34 @@ class Narrowing:
         self.prototype = prototype
         self.restores = restores    # (position among kept, operator value -> FlashInfer's)
         self.suffix = suffix        # the operator name's suffix of a Union member's variant
+        # (form, position among kept) of a given buffer that is the call's result: "itself",
+        # "list" ([buffer]) or "list+" ([buffer, *the operator's results]); None otherwise.
+        self.gives_back = gives_back
+        self.positional = len(names)  # how many of FlashInfer's parameters take positions
 
     @classmethod
-    def of(cls, fn, hints, split=None):
+    def of(cls, fn, hints, split=None, fits=None, result=inspect.Parameter.empty):
         """The narrowing of `fn` (with `split`: parameter -> (annotation, member) for a Union
-        parameter this variant takes as one member), or why it cannot be narrowed."""
+        parameter this variant takes as one member; `fits`: parameter -> check, for parameters
+        the operator takes as they are but only with values that pass; `result`: the
+        operator's result annotation, when not `fn`'s), or why it cannot be narrowed."""
         split = split or {}
+        fits = fits or {}
         try:
             sig = inspect.signature(fn)
         except (TypeError, ValueError):
             return "schema not expressible (no signature)"
         names, kept, dropped, checks, params, restores = [], [], [], [], [], []
         suffix = ""
+        positional = 0
         for index, param in enumerate(sig.parameters.values()):
-            if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+            if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+                positional += 1
+            elif param.kind == param.KEYWORD_ONLY and param.default is not param.empty:
+                # (0.7.4's mm_fp4 `batch_invariant`): the operator takes it positionally,
+                # last, and FlashInfer's function gets it by name.
+                param = param.replace(kind=param.POSITIONAL_OR_KEYWORD)
+            else:
                 return "schema not expressible (variadic or keyword-only parameters)"
             names.append(param.name)
             hint = hints.get(param.name, param.annotation)
@@ -187,8 +245,19 @@ class Narrowing:
                 if member is not torch.Tensor:
                     suffix = f"_{member.__name__}"
                 continue
+            if param.name in fits:
+                checks.append((index, param.name, default, fits[param.name]))
             rule = _rule(param.name, hint)
             if rule is None:
+                hint = _schema_hint(hint)
+                enum = _int_enum(hint)
+                if enum is not None:
+                    # An IntEnum (cutlass_fused_moe's `ActivationType`) is an int to the
+                    # schema, and the kernel gets FlashInfer's enum back.
+                    restores.append((len(kept), _as_enum(enum)))
+                    kept.append((index, param.name, default))
+                    params.append(param.replace(annotation=int))
+                    continue
                 if is_union(hint):
                     return "schema not expressible (a Union parameter)"
                 if is_generator(hint):
@@ -204,7 +273,8 @@ class Narrowing:
                     restores.append((len(kept), rule.restore))
                 kept.append((index, param.name, default))
                 params.append(param.replace(annotation=rule.annotation))
-        result = hints.get("return", sig.return_annotation)
+        if result is inspect.Parameter.empty:
+            result = hints.get("return", sig.return_annotation)
         if result is type(None):  # resolved `-> None`; torch's schemas take None itself
             result = None
         if is_union(result):
@@ -213,8 +283,10 @@ class Narrowing:
                 return "schema not expressible (a Union result)"
             result = torch.Tensor
 
-        return cls(names, kept, dropped, checks, prototype_of(fn, params, result),
-                   tuple(restores), suffix)
+        narrowing = cls(names, kept, dropped, checks, prototype_of(fn, params, result),
+                        tuple(restores), suffix)
+        narrowing.positional = positional
+        return narrowing
 
     def full_args(self, args):
         """The operator's arguments as FlashInfer's function takes them. The dispatcher leaves
@@ -229,13 +301,18 @@ class Narrowing:
 
     def kernel(self, fn):
         restores = self.restores
+        rest_only = self.gives_back is not None and self.gives_back[0] == "list+"
 
         def kernel(*args):
             if restores:
                 args = list(args)
                 for position, restore in restores:
                     args[position] = restore(args[position])
-            return fn(*self.full_args(args))
+            full = self.full_args(args)
+            n = self.positional
+            out = fn(*full[:n], **dict(zip(self.names[n:], full[n:])))
+            # The given buffer is handed back by what Dynamo calls, not by the operator.
+            return list(out)[1:] if rest_only else out
         return kernel
 
     def adapt_fake(self, fake):
@@ -256,6 +333,38 @@ class Narrowing:
         return adapted
 
 
+def given_result(fn, hints, spec):
+    """The narrowings of a declaration whose result is the caller's buffer `spec["argument"]`
+    when one is given (hooks/op_corrections.py, `result_is_given`): one for calls that give it
+    (and whose `spec["when"]` parameters hold the values named), an operator that writes the
+    buffer and returns nothing, or only its other results for the form "list+"; with
+    `spec["fresh_otherwise"]`, one more for calls without it, returning the fresh result as
+    declared. A reason when the declaration does not have the parameters named."""
+    argument, when = spec["argument"], spec.get("when", {})
+    form = spec.get("form", "itself")
+    try:
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return "schema not expressible (no signature)"
+    if argument not in names:
+        return f"correction names parameters the kernel lacks ({argument})"
+    # A condition on a parameter the release lacks holds (0.6.16's MoE has no LoRA delta).
+    conditions = {name: _fits(value) for name, value in when.items() if name in names}
+    given = Narrowing.of(fn, hints, fits={argument: _fits_a_tensor, **conditions},
+                         result=typing.List[torch.Tensor] if form == "list+" else None)
+    if isinstance(given, str):
+        return given
+    given.gives_back = (form, [name for _, name, _ in given.kept].index(argument))
+    out = [given]
+    if spec.get("fresh_otherwise"):
+        fresh = Narrowing.of(fn, hints, fits={argument: _fits_none, **conditions})
+        if isinstance(fresh, str):
+            return fresh
+        fresh.suffix = "_fresh"
+        out.append(fresh)
+    return out
+
+
 def prototype_of(fn, parameters, result):
     """A stand-in for `fn` with these parameters and result, for `torch.library.infer_schema`
     (which reads only the signature)."""
@@ -273,18 +382,27 @@ def through_ops(narrowed, as_shipped):
     operator) pairs whose checks the call fits, else the function as shipped. (Dynamo inlines
     it with no source for its closure, so the closure holds only tuples, constants and
     functions.)"""
-    variants = tuple((tuple(n.checks), tuple(n.kept), op) for n, op in narrowed)
+    variants = tuple((tuple(n.checks), tuple(n.kept), op, n.gives_back) for n, op in narrowed)
 
     def through_op(*args, **kwargs):
-        for checks, kept, op in variants:
+        for checks, kept, op, gives_back in variants:
             fit = True
             for index, name, default, fits in checks:
                 if not fits(args[index] if index < len(args) else kwargs.get(name, default)):
                     fit = False
                     break
             if fit:
-                return op(*[args[index] if index < len(args) else kwargs.get(name, default)
-                            for index, name, default in kept])
+                values = [args[index] if index < len(args) else kwargs.get(name, default)
+                          for index, name, default in kept]
+                out = op(*values)
+                if gives_back is None:
+                    return out
+                form, position = gives_back
+                if form == "itself":
+                    return values[position]
+                if form == "list":
+                    return [values[position]]
+                return [values[position], *out]
         return as_shipped(*args, **kwargs)
     return through_op
 
