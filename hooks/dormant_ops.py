@@ -465,8 +465,9 @@ def _plan(declared):
         if isinstance(narrowings, str):
             return narrowings
     enums = [n for n, h in hints.items() if isinstance(h, type) and issubclass(h, enum.Enum)]
-    if enums:
-        # infer_schema writes `enum.Enum`, which no schema parser takes.
+    if enums and narrowings == [None]:
+        # infer_schema writes `enum.Enum`, which no schema parser takes (a narrowing gives an
+        # IntEnum to its operator as an int).
         return f"schema not expressible (an Enum parameter: {', '.join(enums)})"
     nothing = _returns_nothing(hints)
     fake = None

@@ -100,7 +100,7 @@ CORRECTIONS = {
     # gives one tensor. Woken as a write of `output` returning the three (dynafold's fake).
     ("flashinfer.fused_moe.core", "get_cutlass_fused_moe_module.<locals>.cutlass_fused_moe"): {
         "result_is_given": {"argument": "output", "form": "list+",
-                            "when": {"min_latency_mode": False},
+                            "when": {"min_latency_mode": False}, "rest": 3,
                             "rest_fake": "flashinfer::cutlass_fused_moe:scratch"},
     },
     # dynafold's own declaration of `mm_fp4` (hooks/dormant_ops.py): returns `out`, the

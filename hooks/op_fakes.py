@@ -75,9 +75,9 @@ def _cutlass_fused_moe_scratch(values):
     outside min-latency mode: active experts per node (1,) int32, expert-to-token scores
     (experts on this rank, tokens) float32, active expert ids (experts on this rank,) int32."""
     input, experts = values["input"], values["fc2_expert_weights"].shape[0]
-    return [input.new_empty((1,), dtype=torch.int32),
+    return (input.new_empty((1,), dtype=torch.int32),
             input.new_empty((experts, input.shape[0]), dtype=torch.float32),
-            input.new_empty((experts,), dtype=torch.int32)]
+            input.new_empty((experts,), dtype=torch.int32))
 
 
 # Declared name -> a fake taking the kernel's own parameters.

@@ -304,15 +304,16 @@ class Narrowing:
         rest_only = self.gives_back is not None and self.gives_back[0] == "list+"
 
         def kernel(*args):
+            # Trailing arguments the dispatcher left out at their default, back first.
+            args = list(args) + [default for _, _, default in self.kept[len(args):]]
             if restores:
-                args = list(args)
                 for position, restore in restores:
                     args[position] = restore(args[position])
             full = self.full_args(args)
             n = self.positional
             out = fn(*full[:n], **dict(zip(self.names[n:], full[n:])))
             # The given buffer is handed back by what Dynamo calls, not by the operator.
-            return list(out)[1:] if rest_only else out
+            return tuple(out)[1:] if rest_only else out
         return kernel
 
     def adapt_fake(self, fake):
@@ -350,8 +351,12 @@ def given_result(fn, hints, spec):
         return f"correction names parameters the kernel lacks ({argument})"
     # A condition on a parameter the release lacks holds (0.6.16's MoE has no LoRA delta).
     conditions = {name: _fits(value) for name, value in when.items() if name in names}
+    # The other results as a tuple of their count: a mutating operator returning Tensor[]
+    # cannot be functionalized (torch's auto_functionalize refuses list results), so inductor
+    # would fail where the trace succeeded.
+    result = typing.Tuple[(torch.Tensor,) * spec["rest"]] if form == "list+" else None
     given = Narrowing.of(fn, hints, fits={argument: _fits_a_tensor, **conditions},
-                         result=typing.List[torch.Tensor] if form == "list+" else None)
+                         result=result)
     if isinstance(given, str):
         return given
     given.gives_back = (form, [name for _, name, _ in given.kept].index(argument))
