@@ -1,0 +1,370 @@
+"""Every declaration of the installed FlashInfer release, compiled and compared with eager.
+
+For each `register_custom_op` in FlashInfer's source (declarations.py) the declaration is made
+again exactly as written: its decorator's name, `mutates_args` and other keywords evaluated in
+the declaring module, its signature with its annotations and defaults, its declaring module and
+qualified name (which hooks/op_corrections.py keys on) and the fake declared beside it, with
+FlashInfer's own body. Only the body of the declared function differs: it is the kernel's CPU
+stand-in made from the op audit (audit_standins.py), since the function body is the kernel call
+and this machine has no GPU. dynafold wakes these declarations at the next compile as it wakes
+FlashInfer's.
+
+Then, per module, one function calls every woken declaration on fresh copies of its arguments
+made inside the compiled region and returns its results and its arguments' states, compiled with
+real inductor and `fullgraph=True`, static and `dynamic=True`, and compared with eager (and the
+random generator's position after, with an unused draw in every seeded op's call). A group
+that fails is retried one declaration at a time to name the one.
+
+Prints one JSON line: per declaration its status (compiled both ways and equal; not woken and
+why; not rebuilt and why; or what differs)."""
+import __future__
+import ast
+import inspect
+import importlib
+import json
+import pathlib
+import re
+import sys
+import time
+import types
+import typing
+
+import torch
+import torch._inductor.config
+
+import flashinfer
+import flashinfer.utils as fi_utils
+from audit_standins import StandIn, rows
+from declarations import declarations
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+AUDIT = json.loads((ROOT / "docs" / "op-audit" / "audit.json").read_text())
+RELEASE = flashinfer.__version__.split("+")[0]
+STANDIN = "__dynafold_standin__"
+
+
+class Skip(Exception):
+    """Why a declaration could not be rebuilt or given arguments."""
+
+
+def _namespace(module):
+    ns = dict(vars(module))
+    return ns
+
+
+def _rebuild(node, ns, body):
+    """`node`'s definition without decorators, with `body`, defined in `ns` (under the
+    module's `from __future__ import annotations`, when it has it)."""
+    fn = ast.FunctionDef(name=node.name, args=node.args, body=body, decorator_list=[],
+                         returns=node.returns, type_comment=None, type_params=[])
+    tree = ast.fix_missing_locations(ast.Module(body=[fn], type_ignores=[]))
+    future = ns.get("annotations")
+    flags = future.compiler_flag if isinstance(future, __future__._Feature) else 0
+    exec(compile(tree, f"<sweep {node.name}>", "exec", flags=flags, dont_inherit=True), ns)
+    return ns.pop(node.name)
+
+
+def _standin_body(key):
+    # return __dynafold_standin__(key, dict(locals()))  -- the locals are exactly the parameters
+    call = ast.Call(func=ast.Name(STANDIN, ast.Load()),
+                    args=[ast.Constant(key), ast.Call(ast.Name("dict", ast.Load()),
+                                                      [ast.Call(ast.Name("locals", ast.Load()),
+                                                                [], [])], [])], keywords=[])
+    return [ast.Return(call)]
+
+
+STANDINS = {}
+
+
+def _dispatch(key, values):
+    return STANDINS[key](values)
+
+
+def rebuild(decl, row):
+    """The declaration made again, with the stand-in as its body: (function, name)."""
+    module = importlib.import_module(decl["module"])
+    ns = _namespace(module)
+    ns[STANDIN] = _dispatch
+    key = f"{decl['module']}:{decl['function']}"
+    try:
+        fn = _rebuild(decl["node"], ns, _standin_body(key))
+    except NameError as e:
+        raise Skip(f"signature uses its loader's locals ({e})") from None
+    fn.__module__ = decl["module"]
+    fn.__qualname__ = decl["function"]
+    decorator = decl["decorator"]
+    try:
+        name = eval(compile(ast.Expression(decorator.args[0]), "<name>", "eval"), ns)
+    except Exception:
+        # An f-string of the loader's JIT uri: any name in FlashInfer's namespace does.
+        name = "flashinfer::sweep_" + re.sub(r"\W", "_", decl["function"])
+    try:
+        keywords = {k.arg: eval(compile(ast.Expression(k.value), "<kw>", "eval"), ns)
+                    for k in decorator.keywords}
+    except Exception as e:
+        raise Skip(f"decorator keywords use its loader's locals ({e})") from None
+    fake = None
+    if decl["fake"] is not None:
+        fake = _rebuild(decl["fake"], ns, decl["fake"].body)
+        fake.__module__ = decl["module"]
+    fi_utils.register_custom_op(name, mutates_args=keywords.pop("mutates_args"),
+                                **keywords)(fn)
+    if fake is not None:
+        fi_utils.register_fake_op(name)(fake)
+    # The fake the operator gets: dynafold's where FlashInfer's is replaced, else FlashInfer's.
+    ops = sys.modules["_dynafold_dormant_ops"]
+    rest = ops.op_corrections.of(fn).get("result_is_given", {}).get("rest_fake")
+    STANDINS[key] = StandIn(row, _lenient(ops.op_fakes.override(name, fn) or fake),
+                            _lenient(rest and ops.op_fakes.override(rest, fn)))
+    return fn, name
+
+
+def _lenient(fake):
+    """`fake`, given only the parameters it takes (several of FlashInfer's lack parameters
+    added to their kernels since, none of which changes a result's shape; dynafold's operators
+    call them the same way, hooks/op_narrowing.py)."""
+    if fake is None:
+        return None
+    takes = inspect.signature(fake).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in takes.values()):
+        return fake
+    return lambda **values: fake(**{k: v for k, v in values.items() if k in takes})
+
+
+# --- arguments ------------------------------------------------------------------------------
+
+SHAPES = [(4, 64), (4, 4, 64), (2, 4, 4, 64), (64,)]
+
+
+def _value(name, hint, shape, writes):
+    origin, members = typing.get_origin(hint), typing.get_args(hint)
+    if name in ("seed", "offset") and type(None) in members:
+        return None  # drawn from the generator, as when a caller gives no seed
+    if hint is torch.Tensor:
+        g = torch.Generator().manual_seed(hash(name) % 1000)
+        return torch.randn(shape, generator=g)
+    if origin is typing.Union or isinstance(hint, types.UnionType):
+        present = [m for m in members if m is not type(None)]
+        if torch.Tensor in present:
+            return _value(name, torch.Tensor, shape, writes)
+        if not present:
+            return None
+        return _value(name, present[0], shape, writes)
+    if origin in (list, tuple, typing.List, typing.Tuple, typing.Sequence):
+        inner = members[0] if members else int
+        return [_value(f"{name}{i}", inner, shape, writes) for i in range(2)]
+    if hint is int or hint is torch.SymInt:
+        return 2
+    if hint is float:
+        return 0.5
+    if hint is bool:
+        return False
+    if hint is str:
+        return ""
+    if hint is torch.dtype:
+        return torch.float32
+    if hint is torch.device:
+        return torch.device("cpu")
+    if hint is torch.Generator:
+        return None
+    raise Skip(f"no argument for {name}: {hint}")
+
+
+def _may_be_tensor(hint):
+    return hint is torch.Tensor or torch.Tensor in typing.get_args(hint)
+
+
+def arguments(fn, row, fake, keep_result):
+    """Arguments for `fn` its fake accepts, trying a few tensor ranks."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception as e:
+        raise Skip(f"annotations unresolvable ({type(e).__name__})") from None
+    params = inspect.signature(fn).parameters
+    last = None
+    for shape in SHAPES:
+        values = {}
+        for p in params.values():
+            if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY, p.KEYWORD_ONLY):
+                continue
+            hint = hints.get(p.name, p.annotation)
+            if p.default is not p.empty and not _may_be_tensor(hint):
+                values[p.name] = p.default  # as callers call it
+            else:
+                values[p.name] = _value(p.name, hint, shape, row["writes"])
+        if fake is None or not keep_result:
+            return values
+        try:
+            fake(**values)
+            return values
+        except Exception as e:
+            last = e
+    raise Skip(f"its fake raised on every shape tried ({type(last).__name__}: "
+               f"{str(last).splitlines()[0][:80] if str(last) else ''})")
+
+
+# --- compile and compare ------------------------------------------------------------------
+
+
+def _clone(x):
+    if isinstance(x, torch.Tensor):
+        return x.clone()
+    if isinstance(x, list):
+        return [_clone(v) for v in x]
+    return x
+
+
+def _same(a, b):
+    if isinstance(a, torch.Tensor):
+        return (isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype
+                and torch.equal(a, b))
+    if isinstance(a, (list, tuple)):
+        return (isinstance(b, (list, tuple)) and len(a) == len(b)
+                and all(_same(x, y) for x, y in zip(a, b)))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def _group(entries):
+    """One function calling every entry's declaration, on copies made inside it of what its
+    kernel writes (a buffer made in the graph and read after the call is where an undeclared
+    write shows as a wrong value; what the kernel only reads is passed as it is)."""
+    def f(inputs):
+        out = []
+        for (fn, _, seeded, keep_result, written), values in zip(entries, inputs):
+            values = {k: _clone(v) if k in written else v for k, v in values.items()}
+            if seeded:
+                fn(**values)  # a draw whose result is unused still advances the generator
+            result = fn(**values)
+            out.append(((result if keep_result else None), values))
+        return out
+    return f
+
+
+def compare(entries, dynamic):
+    inputs = [e[1] for e in entries]
+    f = _group([(e[0], None, e[2], e[3], e[4]) for e in entries])
+    torch.manual_seed(0)
+    eager = f([{k: _clone(v) for k, v in i.items()} for i in inputs])
+    eager_rng = torch.default_generator.get_state()
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    try:
+        got = torch.compile(f, fullgraph=True, dynamic=dynamic, backend="inductor")(
+            [{k: _clone(v) for k, v in i.items()} for i in inputs])
+    except Exception as e:
+        return [f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"] * len(
+            entries)
+    rng_same = torch.equal(eager_rng, torch.default_generator.get_state())
+    out = []
+    for (result_e, args_e), (result_c, args_c) in zip(eager, got):
+        if not _same(result_e, result_c):
+            out.append("result differs from eager")
+        elif not _same(args_e, args_c):
+            changed = [k for k in args_e if not _same(args_e[k], args_c[k])]
+            out.append(f"argument state differs from eager ({', '.join(changed)})")
+        elif not rng_same:
+            out.append("generator position differs from eager")
+        else:
+            out.append("equal")
+    return out
+
+
+def _wake_error(declared):
+    try:
+        return ops_module()._wake(declared) or "woken on a second try"
+    except Exception as e:
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+
+
+def ops_module():
+    return sys.modules["_dynafold_dormant_ops"]
+
+
+_START = time.monotonic()
+
+
+def _phase(what):
+    print(f"sweep: {what} at {time.monotonic() - _START:.1f} s", file=sys.stderr, flush=True)
+
+
+def main():
+    # Scalar C++ (no vectorisation): a quarter less compile time on 2 cores, and what is
+    # checked (ordering, aliasing and mutation of buffers around each operator) is the same.
+    torch._inductor.config.cpp.simdlen = 1
+    ops = sys.modules["_dynafold_dormant_ops"]
+    audit = rows(AUDIT, RELEASE)
+    status = {}
+    built = []
+    only = sys.argv[1:]  # substrings of the declarations to sweep (all by default)
+    for decl in declarations(pathlib.Path(flashinfer.__file__).parents[1], nodes=True):
+        key = f"{decl['module']}:{decl['function']}"
+        if only and not any(o in key for o in only):
+            continue
+        row = audit.get((decl["module"], decl["function"]))
+        if row is None:
+            status[key] = "not audited"
+            continue
+        try:
+            fn, name = rebuild(decl, row)
+        except Skip as e:
+            status[key] = f"not rebuilt: {e}"
+            continue
+        except Exception as e:
+            status[key] = f"not rebuilt: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+            continue
+        built.append((key, decl, row, fn, name))
+
+    _phase("rebuilt")
+    # Wake what was declared (as the start of a compile does).
+    torch.compile(lambda x: x + 1, fullgraph=True, backend="eager")(torch.ones(1))
+    woken = {id(fn) for entries in ops._ops.values() for _, fn in entries}
+    groups = {}
+    for key, decl, row, fn, name in built:
+        if id(fn) not in woken:
+            declared = next(d for d in ops._declarations if d.fn is fn)
+            plan = ops._plan(declared)
+            status[key] = f"not woken: {plan if isinstance(plan, str) else _wake_error(declared)}"
+            continue
+        # Prefill's run functions are declared `-> None` and `return o` anyway; what an
+        # operator declared to return nothing returns is dropped, and so is not compared.
+        keep_result = typing.get_type_hints(fn).get("return", None) is not type(None)
+        try:
+            values = arguments(fn, row, STANDINS[key].fake, keep_result)
+        except Skip as e:
+            status[key] = f"no arguments: {e}"
+            continue
+        groups.setdefault(decl["module"], []).append(
+            (key, (fn, values, row["rng"], keep_result, frozenset(row["writes"]))))
+
+    _phase("woken")
+    # One compile for every declaration (inductor on 2 cores costs seconds per compile); a
+    # failing set is split by module, then by declaration, to name the one.
+    members = [m for ms in groups.values() for m in ms]
+    pending = [members]
+    while pending:
+        batch = pending.pop()
+        results = {mode: compare([e for _, e in batch], dynamic)
+                   for mode, dynamic in (("static", False), ("dynamic", True))}
+        _phase(f"compiled {len(batch)}")
+        failed = any(r != "equal" for rs in results.values() for r in rs)
+        if failed and len(batch) > 1:
+            modules = {key.split(":")[0] for key, _ in batch}
+            if len(modules) > 1:
+                pending += [[m for m in batch if m[0].split(":")[0] == module]
+                            for module in modules]
+            else:
+                pending += [[m] for m in batch]
+            continue
+        for i, (key, _) in enumerate(batch):
+            verdict = {mode: results[mode][i] for mode in results}
+            status[key] = ("equal" if set(verdict.values()) == {"equal"} else
+                           "; ".join(f"{m}: {v}" for m, v in verdict.items() if v != "equal"))
+    checks = ops.status().get("fake checks", {})
+    print("RESULT " + json.dumps({"release": RELEASE, "status": status, "checks": checks}),
+          flush=True)
+
+
+if __name__ == "__main__":
+    main()
