@@ -121,7 +121,8 @@ def main():
 
     print(f"SGLang {__import__('sglang').__version__} server, CPU engine, tiny Llama; "
           f"{args.n} rounds, {args.requests} requests per server, `nproc` = {os.cpu_count()}\n")
-    print("| measure | plain (median) | dynafold (median) | dynafold / plain, per round: median (IQR) |")
+    spread = "IQR" if args.n >= 4 else "range"
+    print(f"| measure | plain (median) | dynafold (median) | dynafold / plain, per round: median ({spread}) |")
     print("|---|---|---|---|")
     for key, unit, scale in (("start", "s", 1), ("latency", "ms", 1e3)):
         plain = [r["plain"][key] * scale for r in rounds]
