@@ -27,6 +27,26 @@ SGLANG_FLASHINFER=0.7.2
 SGLANG_DEPS="apache-tvm-ffi==0.1.11 orjson psutil pybase64 pillow starlette msgspec pydantic pyzmq aiohttp"
 SGLANG_VENV="$DYNAFOLD_CACHE/venv-sglang$SGLANG_VERSION-torch$SGLANG_TORCH_VERSION"
 
+# SGLang's real server (tests/python/test_sglang_server.py: `python -m sglang.launch_server` on
+# CPU, SGLANG_USE_CPU_ENGINE=1) imports far more than its compile path: these are exactly the
+# packages its launcher, scheduler and detokenizer import for a Llama model, found by starting
+# it, with their own dependencies, pinned (SGLang 0.5.23's own pins where it has one) and
+# installed --no-deps so nothing above changes. The rest of what SGLang lists (its CUDA kernels,
+# other grammar back ends, multimodal) is never imported there.
+SGLANG_SERVER_DEPS="annotated-doc==0.0.7 asttokens==3.0.2 cffi==2.1.1 compressed-tensors==0.18.0 dill==0.4.1
+  distro==1.9.0 executing==2.3.0 fastapi==0.165.0 gguf==0.19.0 h11==0.16.0 hf-xet==1.8.0
+  httpcore==1.0.9 httpx==0.28.1 huggingface_hub==1.33.0 ipython==9.18.1
+  ipython_pygments_lexers==1.1.1 jedi==0.20.1 jiter==0.19.0 jsonschema==4.26.0
+  jsonschema-specifications==2025.9.1 loguru==0.7.3 markdown-it-py==4.3.0
+  matplotlib-inline==0.2.2 mdurl==0.1.2 openai==2.8.0 opentelemetry-api==1.45.2 parso==0.8.7
+  partial-json-parser==0.2.1.1.post7 pexpect==4.9.0 prompt_toolkit==3.0.53 ptyprocess==0.7.0
+  pure_eval==0.2.4 pycparser==3.12 python-dateutil==2.9.0.post0 python-multipart==0.0.34
+  PyYAML==6.0.4 referencing==0.37.0 regex==2026.11.19 rich==15.0.0 rpds-py==2026.9.1
+  safetensors==0.8.0 sentencepiece==0.2.1 setproctitle==1.3.8 shellingham==1.5.4 six==1.17.0
+  sniffio==1.3.1 soundfile==0.13.1 stack-data==0.6.3 tokenizers==0.23.2 torchvision==0.29.2
+  traitlets==5.16.1 transformers==5.19.0 typer==0.29.2 uvicorn==0.54.0 uvloop==0.23.0
+  wcwidth==0.9.4 xgrammar==0.2.7"
+
 # FlashInfer's CuTe DSL kernel modules import `cutlass` (nvidia-cutlass-dsl) at the top: the
 # check of dynafold's cute-dsl fake against FlashInfer's own shape arithmetic
 # (tests/python/test_cute_dsl_fake.py) runs in an environment with it, layered over the torch
@@ -85,18 +105,25 @@ pyenv_python() {
 }
 
 # ensure_sglang_venv: CPython 3.12 with torch $SGLANG_TORCH_VERSION, FlashInfer's runtime
-# dependencies, pytest and SGLang $SGLANG_VERSION (--no-deps) with what its compile path imports.
-# FlashInfer $SGLANG_FLASHINFER itself is installed by ensure_flashinfer, like the others.
+# dependencies, pytest, SGLang $SGLANG_VERSION (--no-deps) with what its compile path imports, and
+# what its server imports ($SGLANG_SERVER_DEPS). FlashInfer $SGLANG_FLASHINFER itself is installed
+# by ensure_flashinfer, like the others. An environment made before the server's packages joined
+# gets them added, not remade: `.server` holds the list last installed.
 ensure_sglang_venv() {
   local venv=$SGLANG_VENV py
-  if [ -x "$venv/bin/python" ] && [ -f "$venv/.complete" ]; then return 0; fi
-  py=$(pyenv_python 3.12)
-  if [ -z "$py" ]; then log "no pyenv CPython 3.12 under ${PYENV_ROOT:-$HOME/.pyenv}/versions"; return 1; fi
-  log "creating $venv ($py, torch $SGLANG_TORCH_VERSION, sglang $SGLANG_VERSION; first time only, a few minutes)"
-  fresh_venv "$py" "$venv" || return 1
-  "$venv/bin/python" -m pip install -q "torch==$SGLANG_TORCH_VERSION" $FLASHINFER_DEPS $SGLANG_DEPS pytest || return 1
-  "$venv/bin/python" -m pip install -q --no-deps "sglang==$SGLANG_VERSION" || return 1
-  touch "$venv/.complete"
+  if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
+    py=$(pyenv_python 3.12)
+    if [ -z "$py" ]; then log "no pyenv CPython 3.12 under ${PYENV_ROOT:-$HOME/.pyenv}/versions"; return 1; fi
+    log "creating $venv ($py, torch $SGLANG_TORCH_VERSION, sglang $SGLANG_VERSION; first time only, a few minutes)"
+    fresh_venv "$py" "$venv" || return 1
+    "$venv/bin/python" -m pip install -q "torch==$SGLANG_TORCH_VERSION" $FLASHINFER_DEPS $SGLANG_DEPS pytest || return 1
+    "$venv/bin/python" -m pip install -q --no-deps "sglang==$SGLANG_VERSION" || return 1
+    touch "$venv/.complete"
+  fi
+  [ -f "$venv/.server" ] && [ "$(cat "$venv/.server")" = "$SGLANG_SERVER_DEPS" ] && return 0
+  log "adding SGLang's server packages to $venv (first time only, about a minute)"
+  "$venv/bin/python" -m pip install -q --no-deps $SGLANG_SERVER_DEPS || return 1
+  printf '%s' "$SGLANG_SERVER_DEPS" > "$venv/.server"
 }
 
 # ensure_cutlass_venv: nvidia-cutlass-dsl $CUTLASS_DSL_VERSION over the torch environment.

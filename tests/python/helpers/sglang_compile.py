@@ -13,7 +13,9 @@ piece with SGLang's `EagerAdapter` or `InductorAdaptor` and wraps it in `CUDAPie
 Stand-ins, only where this machine has no GPU (nothing else of SGLang, FlashInfer, torch or
 dynafold is replaced):
   1. `IPython.display`: a stub module with `HTML` and `display` (SGLang's `sglang/utils.py`
-     imports them; IPython is one of SGLang's heavy dependencies, not installed).
+     imports them; IPython, one of SGLang's heavy dependencies, was not installed until the
+     real server's packages joined the environment, issue 21; the stub is kept so this path
+     stays as measured).
   2. `sglang.srt.model_executor.runner_backend_utils.weak_ref_tensor`: SGLang's module raises
      NotImplementedError at import without CUDA; the stand-in's functions raise if called
      (SGLang calls them only while capturing a CUDA graph, which never happens on CPU).

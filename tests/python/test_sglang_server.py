@@ -1,0 +1,319 @@
+"""Issue 21: SGLang 0.5.23's real server, `python -m sglang.launch_server`, unmodified, under
+`dynafold run` and under a plain `LD_PRELOAD`, against the same server without dynafold.
+
+The environment is scripts/lib/env.sh's `ensure_sglang_venv` (CPython 3.12, torch 2.14.1, SGLang
+0.5.23 with the packages its server imports, FlashInfer 0.7.2 on PYTHONPATH), run by scripts/test
+with that environment's pytest. On this GPU-less machine the server runs SGLang's CPU engine
+(`SGLANG_USE_CPU_ENGINE=1`, `--device cpu --attention-backend torch_native`) on a random tiny
+Llama with a tokenizer trained here (helpers/sglang_server_model.py).
+
+One stand-in, named: `sgl_kernel` (SGLang's CPU kernels, whose package sglang-kernel-cpu is not
+on PyPI), with the one kernel a plain generation calls, `assign_req_to_token_pool_cpu`, in plain
+torch and every other name raising NotImplementedError if called. Everything else is real:
+SGLang's launcher, its `sglang::scheduler` and `sglang::detokenizer` processes (spawned, zmq,
+uvloop), its drain on SIGTERM, its tree kill on a failed start, and FlashInfer, which each of the
+three imports through SGLang's own code (`sglang/srt/layers/quantization/fp4_utils.py`: `from
+flashinfer import fp4_quantize`, reached from the quantization registry every process loads).
+
+Each server is started once per mode (module-scoped fixtures) and every process it leaves is
+killed by session in teardown, pass or fail.
+"""
+import json
+import os
+import pathlib
+import re
+import signal
+import socket
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import DYNAFOLD, PRELOAD, Proc, alive, clean_env, result_of, run, signals_as
+from test_fold import BASE_PATH, release_text, toolkit
+from test_sglang import FLASHINFER_DIR, SGLANG_PYTHON
+
+HELPER = pathlib.Path(__file__).parent / "helpers" / "sglang_server_model.py"
+START = 420  # first health answer: three cold torch + SGLang imports on a loaded 2-core machine
+STOP = 90
+PROMPT = "The quick brown fox"
+MAX_NEW_TOKENS = 16
+ROLES = ("launcher", "scheduler", "detokenizer")
+# What dynafold says in each server process at DYNAFOLD_LOG=debug (`dynafold[PID] LEVEL: ...`).
+FINDER = "finder installed at sys.meta_path[0]"
+EVIDENCE = (
+    FINDER,
+    "flashinfer.jit.cpp_ext: folded 3 site(s): cpp_ext.get_cuda_path",
+    "flashinfer.quantization.fp4_quantization: folded 2 site(s): fp4.is_cuda_version_at_least",
+    "flashinfer.utils: FlashInfer's op declarations recorded; woken at the start of each compile",
+    "flashinfer.decode: the plans of BatchDecodeWithPagedKVCacheWrapper kept as graph data",
+    "flashinfer.prefill: the plans of BatchPrefillWithPagedKVCacheWrapper",
+)
+# FlashInfer 0.7's `flashinfer.fp4_quantization` is a re-export stub with nothing to fold;
+# dynafold still warns about it, once per process. The only warning allowed.
+STUB_WARNING = "flashinfer.fp4_quantization: loaded unchanged: flashinfer.fp4_quantization: no rule matched"
+LOG_LINE = re.compile(r"dynafold\[(\d+)\] (ERROR|WARN|INFO|DEBUG|TRACE): (.*)")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """The model folder, the stand-in's folder and the environment every server here runs in."""
+    for path, what in ((SGLANG_PYTHON, "the SGLang environment"),
+                       (SGLANG_PYTHON.parents[1] / ".server", "SGLang's server packages"),
+                       (FLASHINFER_DIR / ".complete", "FlashInfer 0.7.2")):
+        assert path.exists(), f"{path} missing ({what}): run scripts/test"
+    root = tmp_path_factory.mktemp("sglang-server")
+    env = clean_env(PATH=BASE_PATH, HF_HUB_OFFLINE="1", HOME=str(root / "home"),
+                    TRITON_CACHE_DIR=str(root / "triton"), SGLANG_CACHE_DIR=str(root / "sglang"))
+    made = result_of(run([str(SGLANG_PYTHON), str(HELPER), str(root)], env, timeout=300, cwd=root))
+    env.update(PYTHONPATH=f"{made['standin']}:{FLASHINFER_DIR}", SGLANG_USE_CPU_ENGINE="1",
+               # FlashInfer's version checks answer from a toolkit saying 12.8, with or without
+               # dynafold, so both servers see the same FlashInfer.
+               CUDA_HOME=toolkit(root, "cuda", release_text("12.8")))
+    # No weights: the scheduler fails to load the model and SGLang kills its own tree.
+    no_weights = root / "no-weights"
+    no_weights.mkdir()
+    for f in pathlib.Path(made["model"]).glob("*.json"):
+        (no_weights / f.name).write_bytes(f.read_bytes())
+    return {"model": made["model"], "no_weights": str(no_weights), "env": env, "root": root}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_cmd(model, port):
+    return [str(SGLANG_PYTHON), "-m", "sglang.launch_server", "--model-path", model,
+            "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
+            "--attention-backend", "torch_native", "--mem-fraction-static", "0.05",
+            "--max-total-tokens", "4096"]
+
+
+def wrapped(mode, cmd, env, report):
+    """The command and environment of `mode`: without dynafold, `dynafold run`, or LD_PRELOAD."""
+    if mode == "dynafold":
+        return [str(DYNAFOLD), "run", "--report-dir", str(report), "--log=debug", "--"] + cmd, env
+    if mode == "preload":
+        return cmd, dict(env, LD_PRELOAD=str(PRELOAD), DYNAFOLD_REPORT_DIR=str(report),
+                         DYNAFOLD_LOG="debug")
+    return cmd, env
+
+
+def session_of(pid):
+    stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2:].split()[3])
+
+
+def in_session(sid):
+    """Every live process of session `sid` (each server starts in its own)."""
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if session_of(entry.name) == sid and alive(entry.name):
+                    found.append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return found
+
+
+def cmdline(pid):
+    try:
+        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def kill_session(sid):
+    for pid in in_session(sid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def post(port, path, body, timeout=120):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.status, json.loads(r.read())
+
+
+def health(port):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as r:
+            return r.status
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+class Server:
+    """One server, started in a session of its own, up to its first 200 on /health; then its
+    processes by role, the greedy answer, and, once stopped, its status and stderr."""
+
+    def __init__(self, mode, tiny, sessions):
+        self.mode, self.port = mode, free_port()
+        self.report = tiny["root"] / f"report-{mode}"
+        if mode == "preload":
+            self.report.mkdir(mode=0o700)  # `dynafold run` makes its own; by hand, the user does
+        cmd, env = wrapped(mode, server_cmd(tiny["model"], self.port), tiny["env"], self.report)
+        started = time.monotonic()
+        self.proc = Proc(cmd, env, cwd=tiny["root"], preexec_fn=signals_as(), start_new_session=True)
+        self.sid = self.proc.pid
+        sessions.append(self.sid)
+        deadline = started + START
+        while health(self.port) != 200:
+            assert self.proc.poll() is None, (mode, self.proc.p.returncode, self.proc.stderr[-5000:])
+            assert time.monotonic() < deadline, (mode, "no /health 200", self.proc.stderr[-5000:])
+            time.sleep(0.5)
+        self.start_s = time.monotonic() - started
+        self.roles = self._roles()
+        self.answer = post(self.port, "/generate", {
+            "text": PROMPT, "sampling_params": {"max_new_tokens": MAX_NEW_TOKENS, "temperature": 0}})
+
+    def _roles(self):
+        roles = {}
+        for pid in in_session(self.sid):
+            args = cmdline(pid)
+            if pid == self.proc.pid and self.mode == "dynafold":
+                roles["wrapper"] = pid
+            elif args and args[0].startswith("sglang::scheduler"):
+                roles["scheduler"] = pid
+            elif args and args[0].startswith("sglang::detokenizer"):
+                roles["detokenizer"] = pid
+            elif "sglang.launch_server" in args:
+                roles["launcher"] = pid
+            elif any("resource_tracker" in a for a in args):
+                roles["resource tracker"] = pid
+            else:
+                roles.setdefault("other", []).append((pid, args))
+        assert set(ROLES) <= set(roles) and "other" not in roles, roles
+        return roles
+
+    def stop(self):
+        """SIGTERM to what the user started (the wrapper, or the launcher itself): the status,
+        how long the drain took, and what is left of the session (nothing, or the test fails)."""
+        t = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        self.status = self.proc.wait(STOP)
+        self.stop_s = time.monotonic() - t
+        deadline = time.monotonic() + 10
+        while in_session(self.sid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.left = [(pid, cmdline(pid)) for pid in in_session(self.sid)]
+        self.stderr = self.proc.stderr
+        return self.status
+
+    def dynafold_lines(self):
+        """pid -> [(level, message)] of dynafold's log lines (progress bars end in \\r)."""
+        out = {}
+        for line in self.stderr.replace("\r", "\n").splitlines():
+            m = LOG_LINE.search(line)
+            if m:
+                out.setdefault(int(m[1]), []).append((m[2], m[3]))
+        return out
+
+
+@pytest.fixture(scope="module")
+def servers(tiny):
+    """`servers(mode)`: that mode's server, started, asked and stopped on first use only;
+    every session killed after the module."""
+    made, sessions = {}, []
+
+    def server(mode):
+        if mode not in made:
+            made[mode] = Server(mode, tiny, sessions)
+            made[mode].stop()
+        return made[mode]
+    try:
+        yield server
+    finally:
+        for sid in sessions:
+            kill_session(sid)
+
+
+def test_sglang_server_without_dynafold(servers):
+    plain = servers("plain")
+    assert plain.answer[0] == 200
+    assert plain.answer[1]["meta_info"]["completion_tokens"] == MAX_NEW_TOKENS, plain.answer
+    # SGLang's own drain: it exits 0 on SIGTERM and leaves nothing.
+    assert plain.status == 0, plain.stderr[-3000:]
+    assert not plain.left, plain.left
+    assert "dynafold[" not in plain.stderr
+
+
+@pytest.mark.parametrize("mode", ["dynafold", "preload"])
+def test_sglang_server_with_dynafold(servers, mode):
+    plain, server = servers("plain"), servers(mode)
+    # The same greedy answer, token for token.
+    assert server.answer[0] == 200
+    assert server.answer[1]["output_ids"] == plain.answer[1]["output_ids"]
+    assert server.answer[1]["text"] == plain.answer[1]["text"]
+    # SIGTERM drained the server; the wrapper (or the launcher) exits with the server's status,
+    # and nothing of the session is left.
+    assert server.status == plain.status == 0, server.stderr[-3000:]
+    assert not server.left, server.left
+    for pid in server.roles.values():
+        assert not alive(pid), (pid, server.roles)
+    assert "Draining requests and shutting down" in server.stderr
+
+    # dynafold in each process, by that process's own log lines, tied to its role by the pid
+    # SGLang's process title was read under while the server ran.
+    lines = server.dynafold_lines()
+    for role in ROLES + ("resource tracker",):
+        said = [m for _, m in lines.get(server.roles[role], [])]
+        wanted = EVIDENCE if role in ROLES else (FINDER,)
+        for evidence in wanted:
+            assert any(m.startswith(evidence) for m in said), (role, evidence, said)
+    warnings = {m for pid_lines in lines.values() for level, m in pid_lines if level in ("WARN", "ERROR")}
+    assert warnings <= {STUB_WARNING}, warnings
+
+    # The report folder. SGLang on CPU compiles nothing, so no process has a graph break to
+    # write: `dynafold run`'s run folder is that run's answer (0 breaks, readable); a folder set
+    # by hand stays empty, and `dynafold report` says it read no report (exit 1).
+    r = run([str(DYNAFOLD), "report", "--json", str(server.report)], clean_env())
+    if mode == "dynafold":
+        assert r.returncode == 0, r.stderr.decode()
+        assert json.loads(r.stdout)["sites"] == [], r.stdout
+        assert len(list(server.report.glob("run-*"))) == 1
+        assert not list(server.report.glob("run-*/*"))
+        assert "no graph breaks recorded in any process" in server.stderr
+        text = run([str(DYNAFOLD), "report", str(server.report)], clean_env())
+        assert text.returncode == 0 and text.stdout, text.stderr.decode()
+    else:
+        assert list(server.report.iterdir()) == []
+        assert r.returncode == 1 and b"no report files" in r.stderr, r.stderr.decode()
+
+
+@pytest.mark.parametrize("case", ["bad model path", "no weights"])
+def test_sglang_start_failure_keeps_its_status(tiny, case):
+    """A start that fails in the launcher (a model path that is neither a folder nor a hub name:
+    exit 1) or in the scheduler (no weights: SGLang kills its whole tree, itself included, exit
+    137): the same status with dynafold, and nothing left. Both modes run side by side."""
+    model = str(tiny["root"] / "no-such-model") if case == "bad model path" else tiny["no_weights"]
+    procs = {}
+    try:
+        for mode in ("plain", "dynafold"):
+            cmd, env = wrapped(mode, server_cmd(model, free_port()), tiny["env"],
+                               tiny["root"] / f"report-fail-{mode}-{case.replace(' ', '-')}")
+            procs[mode] = Proc(cmd, env, cwd=tiny["root"], preexec_fn=signals_as(),
+                               start_new_session=True)
+        # As a shell reports it: 128 + N for a process killed by signal N.
+        status = {mode: (lambda rc: rc if rc >= 0 else 128 - rc)(p.wait(START))
+                  for mode, p in procs.items()}
+        expected = 1 if case == "bad model path" else 137
+        assert status == {"plain": expected, "dynafold": expected}, (
+            status, procs["dynafold"].stderr[-3000:])
+        deadline = time.monotonic() + 10
+        while any(in_session(p.pid) for p in procs.values()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for p in procs.values():
+            assert not in_session(p.pid), [(pid, cmdline(pid)) for pid in in_session(p.pid)]
+        if case == "no weights":
+            assert "Cannot find any model weights" in procs["dynafold"].stderr
+    finally:
+        for p in procs.values():
+            kill_session(p.pid)
