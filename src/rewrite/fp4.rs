@@ -3,7 +3,7 @@
 use super::edits::{line_of, Replacement};
 use super::rules::ModuleRules;
 use super::syntax::Facts;
-use super::{Edit, FoldContext, Skip};
+use super::{Edit, FoldContext, Skip, NOTHING_TO_FOLD};
 use crate::cuda::CudaVersion;
 
 pub struct Plan {
@@ -77,6 +77,21 @@ pub fn plan(
         }
     }
     if plan.edits.is_empty() {
+        let named = rules
+            .call_sites
+            .iter()
+            .any(|rule| source.contains(rule.callee.as_str()));
+        if !named {
+            return Err(Skip(format!(
+                "{module}: {NOTHING_TO_FOLD}: it never names {}",
+                rules
+                    .call_sites
+                    .iter()
+                    .map(|r| r.callee.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
         return Err(Skip(format!("{module}: no rule matched")));
     }
     Ok(plan)

@@ -98,6 +98,21 @@ pub struct Rewritten {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Skip(pub String);
 
+/// How a Skip's reason starts when the module has nothing dynafold folds (FlashInfer 0.7's
+/// `flashinfer.fp4_quantization` is a re-export stub): loaded unchanged as it should be, which
+/// is not worth a warning in every process.
+pub const NOTHING_TO_FOLD: &str = "nothing to fold";
+
+impl Skip {
+    /// Whether the module was left unchanged because it has nothing to fold, not because its
+    /// source was not recognised.
+    pub fn is_nothing_to_fold(&self) -> bool {
+        self.0
+            .split_once(": ")
+            .is_some_and(|(_, why)| why.starts_with(NOTHING_TO_FOLD))
+    }
+}
+
 /// Whether `module` (a dotted name) is one dynafold rewrites. Called for every import, so it
 /// only compares against the fixed list.
 pub fn is_target(module: &str) -> bool {

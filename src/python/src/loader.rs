@@ -191,11 +191,15 @@ fn finish<'py>(py: Python<'py>, job: &Bound<'py, Job>) -> PyResult<Option<Bound<
         };
         let rewritten = match done {
             Ok(r) => r,
-            Err(Skip(reason)) => {
+            Err(skip) => {
+                let quiet = skip.is_nothing_to_fold();
+                let Skip(reason) = skip;
                 // fp4 call sites fold only to cpp_ext's folded version: when there is none,
                 // cpp_ext's own warning already said why, once for the process.
                 let ctx = ProcessContext::get(py, None);
-                if job.name != "flashinfer.jit.cpp_ext" && ctx.folded_cuda_version().is_none() {
+                if quiet
+                    || job.name != "flashinfer.jit.cpp_ext" && ctx.folded_cuda_version().is_none()
+                {
                     log::info!("{}: loaded unchanged: {reason}", job.name);
                 } else {
                     log::warn!("{}: loaded unchanged: {reason}", job.name);
