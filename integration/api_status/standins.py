@@ -1,0 +1,122 @@
+"""What this CPU-only machine answers in place of a GPU, each named, for tracing FlashInfer's
+public ops on fake CUDA tensors. Nothing here stands in for FlashInfer's Python, torch or
+Dynamo; the kernels are never run (under FakeTensorMode the operators' fakes answer).
+
+1. The device: `torch.cuda.get_device_properties` / `get_device_capability` answer an H200
+   (sm90, 132 SMs) or, for ops FlashInfer builds for SM100 and newer only, a B200 (sm100, 148
+   SMs); FlashInfer's cached device queries are cleared when the answer changes.
+2. The JIT build: every `JitSpec.build_and_load()` returns a module whose functions are opaque
+   to Dynamo (as a built module's tvm_ffi functions are) and raise if called, so a traced
+   call that reaches one is a graph break exactly where the real kernel's would be, and the
+   declarations FlashInfer makes inside its loaders (after the build) are made.
+3. A JIT module's `plan` (the attention schedulers, which run on the host) returns a plan of
+   ints, as FlashInfer's scheduler does (its values only reach kernels that never run here).
+4. No CUDA graph is being captured (`torch.cuda.is_current_stream_capturing()` is False: it
+   asks the driver, which this machine lacks).
+"""
+import collections
+import functools
+import sys
+import types
+
+import torch
+
+DEVICES = {
+    90: dict(name="NVIDIA H200", major=9, minor=0, multi_processor_count=132,
+             total_memory=150_000_000_000, shared_memory_per_block_optin=232448,
+             L2_cache_size=52428800, max_threads_per_multi_processor=2048,
+             regs_per_multiprocessor=65536, warp_size=32, uuid="standin-h200",
+             is_integrated=False, gcnArchName="", multi_processor_count_per_gpc=0),
+    100: dict(name="NVIDIA B200", major=10, minor=0, multi_processor_count=148,
+              total_memory=190_000_000_000, shared_memory_per_block_optin=232448,
+              L2_cache_size=132120576, max_threads_per_multi_processor=2048,
+              regs_per_multiprocessor=65536, warp_size=32, uuid="standin-b200",
+              is_integrated=False, gcnArchName="", multi_processor_count_per_gpc=0),
+}
+current = [90]
+
+
+# A namedtuple: Dynamo wraps one of constants without a source (it constant-folds the
+# device query and wraps its result; a plain object it cannot).
+Properties = collections.namedtuple("Properties", sorted(DEVICES[90]))
+PROPERTIES = {sm: Properties(**d) for sm, d in DEVICES.items()}
+
+
+def _properties(device=None):
+    return PROPERTIES[current[0]]
+
+
+def _capability(device=None):
+    d = DEVICES[current[0]]
+    return d["major"], d["minor"]
+
+
+def answer_as(sm):
+    """Makes the stand-in device an sm`sm`; clears FlashInfer's cached device answers."""
+    if current[0] == sm:
+        return
+    current[0] = sm
+    _clear_device_caches()
+
+
+def _clear_device_caches():
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("flashinfer") or module is None:
+            continue
+        for value in list(vars(module).values()):
+            if callable(value) and hasattr(value, "cache_clear") and getattr(
+                    value, "__module__", "").startswith("flashinfer"):
+                try:
+                    value.cache_clear()
+                except Exception:
+                    pass
+
+
+class _Built(types.SimpleNamespace):
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _kernel(name)
+
+
+def _plan(*args, **kwargs):
+    plan = [2, 8, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+    try:
+        import tvm_ffi
+        return tvm_ffi.convert(plan)
+    except ImportError:
+        return plan
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(name):
+    if name == "plan" or name.endswith("_plan"):
+        return _plan
+    @torch._dynamo.disable
+    def kernel(*args, **kwargs):
+        raise NotImplementedError(f"{name}: a JIT kernel, not built on this CPU-only machine")
+    kernel.__name__ = name
+    return kernel
+
+
+def _build_and_load(self, *args, **kwargs):
+    return _Built()
+
+
+def install():
+    """Installs the three stand-ins; call after `import flashinfer`."""
+    torch.cuda.get_device_properties = _properties
+    torch.cuda.get_device_capability = _capability
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.device_count = lambda: 1
+    torch.cuda.is_current_stream_capturing = lambda: False
+    _clear_device_caches()
+    core = sys.modules.get("flashinfer.jit.core")
+    if core is not None and hasattr(core, "JitSpec"):
+        stack = [core.JitSpec]
+        while stack:
+            klass = stack.pop()
+            stack.extend(klass.__subclasses__())
+            for attr in ("build_and_load", "load"):
+                if attr in vars(klass):
+                    setattr(klass, attr, _build_and_load)
