@@ -30,7 +30,7 @@ This module keeps the eager path exactly as FlashInfer ships it and gives Dynamo
 4. Each fake is checked against its kernel the first time the operator runs for real in the
    process, before that result is returned (hooks/fake_check.py); the verdicts are in
    `status()`.
-5. Every `functools.cache`d JIT loader (`get_*module*`) of a woken module is made trace-
+5. Every `functools.cache`d JIT loader (`get_*module*`, `_get_*module*`) of a woken module is made trace-
    transparent: under compile Dynamo calls it outside the trace (as a constant), so the
    module it returns is the one the eager path built, or is built then, outside the graph.
 6. FlashInfer's attention wrappers keep their plan as a tvm_ffi Array, which Dynamo cannot pass
@@ -58,6 +58,7 @@ import _dynafold_fake_check as fake_check
 import _dynafold_op_corrections as op_corrections
 import _dynafold_op_fakes as op_fakes
 import _dynafold_op_narrowing as op_narrowing
+import _dynafold_stream_scratch as stream_scratch
 
 _log = logging.getLogger("dynafold")
 
@@ -322,6 +323,7 @@ def wake_pending(*_args):
             entry["skipped"][why_not] = entry["skipped"].get(why_not, 0) + 1
             _log.debug("dynafold: %s left as FlashInfer ships it: %s", declared.name, why_not)
     _make_loaders_transparent()
+    stream_scratch.make_opaque()
     _scanned[0] = len(sys.modules)
 
 
@@ -636,7 +638,9 @@ def _make_loaders_transparent():
         if not name.startswith("flashinfer") or module is None:
             continue
         for attr, value in list(vars(module).items()):
-            loader = attr.startswith("get_") and "module" in attr
+            # `_get_*module*` too: 0.6.16-0.7.x build the fused-MoE module (and declare its
+            # ops) in `_get_trtllm_moe_sm100_module_impl`, behind an uncached public getter.
+            loader = attr.lstrip("_").startswith("get_") and "module" in attr
             if not (loader or _is_device_query(attr)):
                 continue
             if not (callable(value) and hasattr(value, "cache_info")):

@@ -13,6 +13,10 @@ Dynamo; the kernels are never run (under FakeTensorMode the operators' fakes ans
    ints, as FlashInfer's scheduler does (its values only reach kernels that never run here).
 4. No CUDA graph is being captured (`torch.cuda.is_current_stream_capturing()` is False: it
    asks the driver, which this machine lacks).
+5. Triton finds a GPU (`torch.utils._triton.has_triton()` is True, as on the H200): Dynamo
+   recognises a Triton kernel launch (FlashInfer's Triton kernels: page indices, segment
+   GEMM) and puts it in the graph as its kernel wrapper only where it does; without a GPU it
+   traces into Triton's launcher instead (environment reads, a break no GPU run has).
 """
 import collections
 import functools
@@ -104,12 +108,15 @@ def _build_and_load(self, *args, **kwargs):
 
 
 def install():
-    """Installs the three stand-ins; call after `import flashinfer`."""
+    """Installs the stand-ins; call after `import flashinfer`."""
     torch.cuda.get_device_properties = _properties
     torch.cuda.get_device_capability = _capability
     torch.cuda.current_device = lambda: 0
     torch.cuda.device_count = lambda: 1
     torch.cuda.is_current_stream_capturing = lambda: False
+    import torch.utils._triton as triton_probe
+    if triton_probe.has_triton_package():
+        triton_probe.has_triton = lambda *, include_cpu=False: True
     _clear_device_caches()
     core = sys.modules.get("flashinfer.jit.core")
     if core is not None and hasattr(core, "JitSpec"):
