@@ -19,6 +19,7 @@ Dynamo; the kernels are never run (under FakeTensorMode the operators' fakes ans
    traces into Triton's launcher instead (environment reads, a break no GPU run has).
 """
 import collections
+import contextlib
 import functools
 import sys
 import types
@@ -28,11 +29,13 @@ import torch
 DEVICES = {
     90: dict(name="NVIDIA H200", major=9, minor=0, multi_processor_count=132,
              total_memory=150_000_000_000, shared_memory_per_block_optin=232448,
+             shared_memory_per_multiprocessor=233472,
              L2_cache_size=52428800, max_threads_per_multi_processor=2048,
              regs_per_multiprocessor=65536, warp_size=32, uuid="standin-h200",
              is_integrated=False, gcnArchName="", multi_processor_count_per_gpc=0),
     100: dict(name="NVIDIA B200", major=10, minor=0, multi_processor_count=148,
               total_memory=190_000_000_000, shared_memory_per_block_optin=232448,
+              shared_memory_per_multiprocessor=233472,
               L2_cache_size=132120576, max_threads_per_multi_processor=2048,
               regs_per_multiprocessor=65536, warp_size=32, uuid="standin-b200",
               is_integrated=False, gcnArchName="", multi_processor_count_per_gpc=0),
@@ -92,14 +95,58 @@ def _plan(*args, **kwargs):
         return plan
 
 
+# While True, a kernel returns None instead of raising: FlashInfer's Python then runs to its end
+# on fake tensors and returns the results it allocated itself (its own shape arithmetic), which
+# trace_all.py compares with what the traced operators' fakes gave.
+eager_shapes = [False]
+
+
+@contextlib.contextmanager
+def eager_shape_run():
+    """FlashInfer's Python run eagerly to its end on fake tensors: kernels return nothing, a
+    Triton launch does nothing, and what asks the driver answers without it: the per-stream
+    scratch lookup (the stream) gives a fresh buffer of the size asked, the sampling seed and
+    offset (the CUDA generator) are 0."""
+    def scratch(name, num_bytes, device, zero_init=False):
+        return torch.empty(num_bytes, dtype=torch.uint8, device=device)
+
+    answers = {"_get_stream_cache_buf": scratch,
+               "get_seed_and_offset": lambda increment, generator=None, device=None: (0, 0)}
+    patched = []
+    for module in list(sys.modules.values()):
+        if not getattr(module, "__name__", "").startswith("flashinfer"):
+            continue
+        for attr, answer in answers.items():
+            if hasattr(module, attr):
+                patched.append((module, attr, getattr(module, attr)))
+                setattr(module, attr, answer)
+    jit = sys.modules.get("triton.runtime.jit")
+    if jit is not None:
+        patched.append((jit.JITFunction, "run", jit.JITFunction.run))
+        jit.JITFunction.run = lambda self, *args, **kwargs: None
+    eager_shapes[0] = True
+    try:
+        yield
+    finally:
+        eager_shapes[0] = False
+        for owner, attr, value in reversed(patched):
+            setattr(owner, attr, value)
+
+
 @functools.lru_cache(maxsize=None)
 def _kernel(name):
     if name == "plan" or name.endswith("_plan"):
         return _plan
+    if name == "plan_with_staged_workspace_bytes":  # 0.7.4's MLA: (plan, staged bytes)
+        return lambda *args, **kwargs: (_plan(), 0)
+
     @torch._dynamo.disable
     def kernel(*args, **kwargs):
+        if eager_shapes[0]:
+            return None
         raise NotImplementedError(f"{name}: a JIT kernel, not built on this CPU-only machine")
-    kernel.__name__ = name
+    # Dynamo's message names the function: say which JIT module function the trace reached.
+    kernel.__name__ = kernel.__qualname__ = f"jit_module.{name}"
     return kernel
 
 

@@ -22,6 +22,7 @@ import flashinfer  # noqa: E402
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
 import public_api  # noqa: E402
+import reasons  # noqa: E402
 import standins  # noqa: E402
 import verdicts  # noqa: E402
 from builders import BUILDERS  # noqa: E402
@@ -44,7 +45,12 @@ def first_line(e):
     # which call, so keep it with the first line.
     if len(lines) > 1 and lines[1].startswith("Explanation:"):
         head = f"{head} ({lines[1][len('Explanation:'):].strip()})"
-    return head[:300]
+    # "Observed exception": the exception FlashInfer's Python raised is in the debug context.
+    raised = next((ln for ln in lines if ln.startswith("Developer debug context: raised "
+                                                     "exception")), None)
+    if raised:
+        head = f"{head[:120]}: {raised[len('Developer debug context: raised exception'):].strip()}"
+    return head[:400]
 
 
 def _leaves(result):
@@ -78,6 +84,38 @@ def trace_once(fn, args, timeout):
     return {"ok": True, "targets": targets, "results": _leaves(result)}
 
 
+def check_fake(fn, args, traced):
+    """FlashInfer's own shape arithmetic against the traced operators' fakes: the call run
+    eagerly on the same fake tensors with the kernels returning nothing (standins.py), so
+    FlashInfer's Python allocates the results itself; its (shape, dtype) leaves must equal
+    the compiled call's."""
+    try:
+        with standins.eager_shape_run():
+            eager = _leaves(fn(*args))
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        return {"fake_check": "not checked", "why": first_line(e)[:200]}
+    if not eager and traced:
+        return {"fake_check": "not checked",
+                "why": "the kernel returns the result itself (FlashInfer allocates none)"}
+    if eager == traced:
+        return {"fake_check": "agrees"}
+    return {"fake_check": "differs", "eager": eager}
+
+
+def eager_error(fn, args):
+    """Where FlashInfer's Python, run eagerly on the same fake tensors, stops: the first JIT
+    kernel it reaches (the stand-in raises, naming it) or its own error."""
+    try:
+        fn(*args)
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        return first_line(e)
+    return None
+
+
 def _calls(build, timeout):
     """The builder's calls, made under fake mode: {label: (fn, args)}."""
     signal.alarm(timeout)
@@ -106,7 +144,18 @@ def try_op(build, timeout):
             outcome["calls"]["(arguments)"] = {"ok": False, "error": first_line(e)}
             calls = {}
         for label, (fn, args) in calls.items():
-            outcome["calls"][label or "call"] = trace_once(fn, args, timeout)
+            traced = trace_once(fn, args, timeout)
+            signal.alarm(timeout)
+            try:
+                if traced["ok"]:
+                    traced.update(check_fake(fn, args, traced["results"]))
+                else:
+                    traced["eager"] = eager_error(fn, args)
+            except OpTimeout:
+                pass
+            finally:
+                signal.alarm(0)
+            outcome["calls"][label or "call"] = traced
         outcome["ok"] = bool(calls) and all(c["ok"] for c in outcome["calls"].values())
         attempts.append(outcome)
         if outcome["ok"]:
@@ -135,16 +184,31 @@ def status_of(name, entry, timeout):
         calls = last["calls"]
         ops = sorted({t for c in calls.values() for t in c["targets"]
                       if t.startswith("dynafold_flashinfer.")})
+        checks = {k: c["fake_check"] for k, c in calls.items()}
+        verdict = ("differs" if "differs" in checks.values() else
+                   "agrees" if set(checks.values()) == {"agrees"} else
+                   "partly checked" if "agrees" in checks.values() else "not checked")
         return {**row, "status": "fake", "sm": last["sm"], "operators": ops,
                 "results": {k: c["results"] for k, c in calls.items()},
+                "fake_check": verdict,
+                "fake_checks": {k: {f: c[f] for f in ("fake_check", "why", "eager") if f in c}
+                                for k, c in calls.items()},
                 **({"note": f"the rule said {rule[0]} ({rule[1]}); it traced"} if rule else {})}
     errors = {f"sm{a['sm']} {label}": c["error"] for a in attempts
               for label, c in a["calls"].items() if not c["ok"]}
     first = next(iter(errors.values()))
+    eager = [c.get("eager") for a in attempts for c in a["calls"].values() if c.get("eager")]
     if rule is not None:
         return {**row, "status": rule[0], "reason": rule[1], "confirmed": True,
                 "error": first}
-    return {**row, "status": "fails", "error": first, "errors": errors}
+    # The latest device's error first: past the sm90 refusal, sm100 says what stops it there.
+    named = next((r for r in (reasons.reason(e, eager) for e in reversed(errors.values()))
+                  if r), None)
+    if named and all(k.endswith("(arguments)") for k in errors):
+        named = f"making the call's arguments (its plan() on this machine): {named}"
+    return {**row, "status": "fails", "error": first, "errors": errors,
+            **({"eager": eager[0]} if eager else {}),
+            **({"reason": named} if named else {})}
 
 
 def main():

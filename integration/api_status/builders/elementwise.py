@@ -155,3 +155,56 @@ BUILDERS = {
     "rope_quantize_fp8": _rope_fp8,
     "mla_rope_quantize_fp8": _mla_rope_fp8,
 }
+
+
+# 0.7.4's newer norms, with the shapes their docstrings give.
+def _gated_residual_rmsnorm(t, fi):
+    f32 = torch.float32
+    return (lambda b, r, w, a, be: fi.gated_residual_rmsnorm(b, r, w, a, be, EPS,
+                                                             enable_pdl=False),
+            (t(4, 8192), t(4, 8192, dtype=f32), t(8192), t(8192, dtype=f32),
+             t(8192, dtype=f32)))
+
+
+def _gated_residual_next_rmsnorm(t, fi):
+    f32 = torch.float32
+    return (lambda b, r, w, a, be: fi.gated_residual_next_rmsnorm(b, r, w, a, be,
+                                                                  enable_pdl=False),
+            (t(4, 8192), t(4, 8192, dtype=f32), t(8192), t(8192, dtype=f32),
+             t(8192, dtype=f32)))
+
+
+def _rmsnorm_sigmoid_gate(t, fi):
+    def f(x, g):
+        fi.rmsnorm_sigmoid_gate(x, g, EPS, enable_pdl=False)
+        return x
+    return f, (t(4, 64), t(4, 64))
+
+
+def _dit(name, gated_scale_shift=False):
+    def build(t, fi):
+        hidden, rows = 3072, 4
+        # WAN's temb.chunk(6, dim=2): each chunk (1, rows, hidden) with row stride 6 * hidden
+        chunks = t(1, rows, 6 * hidden).chunk(6, dim=2)
+        x = t(1, rows, hidden)
+        if name == "fused_dit_residual_layernorm_scale_shift":
+            return (lambda x, s, sh: getattr(fi, name)(x, s, sh), (x, chunks[0], chunks[1]))
+        if gated_scale_shift:
+            return (lambda x, r, g, s, sh: getattr(fi, name)(x, r, g, s, sh),
+                    (x, t(1, rows, hidden), chunks[0], chunks[1], chunks[2]))
+        return (lambda x, r, g, a, b: getattr(fi, name)(x, r, g, a, b),
+                (x, t(1, rows, hidden), chunks[0], t(hidden, dtype=torch.float32),
+                 t(hidden, dtype=torch.float32)))
+    return build
+
+
+BUILDERS.update({
+    "gated_residual_rmsnorm": _gated_residual_rmsnorm,
+    "gated_residual_next_rmsnorm": _gated_residual_next_rmsnorm,
+    "rmsnorm_sigmoid_gate": _rmsnorm_sigmoid_gate,
+    "fused_dit_residual_layernorm_scale_shift": _dit("fused_dit_residual_layernorm_scale_shift"),
+    "fused_dit_gate_residual_layernorm_scale_shift":
+        _dit("fused_dit_gate_residual_layernorm_scale_shift", True),
+    "fused_dit_gate_residual_layernorm_gamma_beta":
+        _dit("fused_dit_gate_residual_layernorm_gamma_beta"),
+})

@@ -88,7 +88,9 @@ def _nvfp4_append(t, fi):
     k, v = t(4, KVH, D), t(4, KVH, D)
     u8 = torch.uint8
     kc, vc = t(PAGES, PAGE, KVH, D // 2, dtype=u8), t(PAGES, PAGE, KVH, D // 2, dtype=u8)
-    ks, vs = t(PAGES, PAGE, KVH, D // 16, dtype=u8), t(PAGES, PAGE, KVH, D // 16, dtype=u8)
+    # Scale caches: e4m3 (0.7.4 checks it; earlier releases take the same bytes as uint8).
+    sf = torch.float8_e4m3fn
+    ks, vs = t(PAGES, PAGE, KVH, D // 16, dtype=sf), t(PAGES, PAGE, KVH, D // 16, dtype=sf)
 
     def f(k, v, kc, vc, ks, vs, bi, pos, idx, indptr, last):
         fi.nvfp4_quantize_append_paged_kv_cache(k, v, bi, pos, (kc, vc), (ks, vs), idx, indptr,
