@@ -23,6 +23,16 @@ RULES = [
     (r"Invalid call to __build_class__",
      "defines a class on the traced path (FlashInfer's autotuner runners, built per call), a "
      "break on a GPU too"),
+    (r"importlib/resources",
+     "reads package resources (importlib.resources) on the traced path: a kernel loaded "
+     "outside any transparent loader, a break on a GPU too"),
+    (r"method `__new__` of class `type`",
+     "creates a class with type() on the traced path, a break on a GPU too"),
+    (r"Failed to get checksums\.txt",
+     "its JIT module needs FlashInfer's trtllm-gen cubins, downloaded when built (this "
+     "machine has no network): not traced here"),
+    (r"method `now` of class",
+     "reads the clock (datetime.now, a timing log) on the traced path, a break on a GPU too"),
     (r"Unsupported context manager",
      "enters a context manager Dynamo cannot trace (FlashInfer's autotuner or device scope) on "
      "the traced path, a break on a GPU too"),

@@ -201,3 +201,46 @@ BUILDERS.update({
     "BatchPODWithPagedKVCacheWrapper.run": _batch_pod_run,
     "trtllm_batch_decode_with_kv_cache": _trtllm_decode,
 })
+
+
+def _shared_prefix(cls):
+    """The deprecated shared-prefix wrappers: begin_forward() plans for float16 (their
+    data_type is not passed on to the query's), so the call is float16 throughout."""
+    def build(t, fi):
+        f16 = torch.float16
+        w = getattr(fi, cls)(_ws(), "NHD")
+        if cls.startswith("BatchDecode"):
+            _plan(w.begin_forward, _host(0, 1, 2), _host(0, 1), _host(1, 1), H, H, D, PAGE,
+                  data_type=f16)
+            q = t(2, H, D, dtype=f16)
+        else:
+            _plan(w.begin_forward, _host(0, 4, 8), _host(0, 1, 2), _host(0, 1), _host(4, 4),
+                  H, H, D, PAGE)
+            q = t(8, H, D, dtype=f16)
+        return ((lambda q, ks, vs, c: w.forward(q, ks, vs, c)),
+                (q, t(16, H, D, dtype=f16), t(16, H, D, dtype=f16),
+                 t(PAGES, 2, PAGE, H, D, dtype=f16)))
+    return build
+
+
+def _trtllm_context(t, fi):
+    from flashinfer import prefill
+    return (lambda q, c, ws, bt, sl, cq, ck: prefill.trtllm_batch_context_with_kv_cache(
+        q, c, ws, bt, sl, 4, 64, 1.0, 1.0, 2, cq, ck),
+        (t(8, H, D), t(PAGES, 2, H, PAGE, D), _ws(), _i(8).view(2, 4), _i(2), _i(3), _i(3)))
+
+
+def _fmha_varlen(t, fi):
+    from flashinfer import prefill
+    return (lambda q, k, v, qo, kv: prefill.fmha_varlen(q, k, v, qo, kv, max_qo_len=4),
+            (t(8, H, D), t(8, H, D), t(8, H, D), _i(3), _i(3)))
+
+
+BUILDERS.update({
+    "BatchDecodeWithSharedPrefixPagedKVCacheWrapper.forward":
+        _shared_prefix("BatchDecodeWithSharedPrefixPagedKVCacheWrapper"),
+    "BatchPrefillWithSharedPrefixPagedKVCacheWrapper.forward":
+        _shared_prefix("BatchPrefillWithSharedPrefixPagedKVCacheWrapper"),
+    "trtllm_batch_context_with_kv_cache": _trtllm_context,
+    "fmha_varlen": _fmha_varlen,
+})

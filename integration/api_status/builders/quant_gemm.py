@@ -185,3 +185,38 @@ BUILDERS.update({
                          (7168, 384, ""), (7168, 384, "_bf16"), (7168, 896, ""),
                          (7168, 896, "_bf16")]},
 })
+
+
+def _groupwise(name, **kw):
+    """DeepSeek-style FP8 GEMMs: 1 x 128 activation scales, 128 x 128 weight scales."""
+    def build(t, fi):
+        from flashinfer import gemm
+        a, b = t(M, K, dtype=FP8), t(N, K, dtype=FP8)
+        sa, sb = t(K // 128, M, dtype=F32), t(K // 128, N // 128, dtype=F32)
+        return (lambda a, b, sa, sb: getattr(gemm, name)(a, b, sa, sb, out_dtype=BF16, **kw),
+                (a, b, sa, sb))
+    return build
+
+
+def _fp8_blockscale_sm90(t, fi):
+    from flashinfer import gemm
+    return (lambda x, w, sw: gemm.fp8_blockscale_gemm_sm90(x, w, None, sw, out_dtype=BF16),
+            (t(M, K), t(N, K, dtype=FP8), t(N // 128, K // 128, dtype=F32)))
+
+
+def _group_groupwise(t, fi):
+    from flashinfer import gemm
+    a, b = t(M, K, dtype=FP8), t(2, N, K, dtype=FP8)
+    sa, sb = t(K // 128, M, dtype=F32), t(2, K // 128, N // 128, dtype=F32)
+    indptr = torch.tensor([0, M // 2, M], device="cuda", dtype=torch.int32)
+    return (lambda a, b, sa, sb, i: gemm.group_gemm_fp8_nt_groupwise(a, b, sa, sb, i,
+                                                                     out_dtype=BF16),
+            (a, b, sa, sb, indptr))
+
+
+BUILDERS.update({
+    "gemm_fp8_nt_groupwise": _groupwise("gemm_fp8_nt_groupwise", scale_major_mode="MN"),
+    "gemm_fp8_nt_blockscaled": _groupwise("gemm_fp8_nt_blockscaled"),
+    "fp8_blockscale_gemm_sm90": _fp8_blockscale_sm90,
+    "group_gemm_fp8_nt_groupwise": _group_groupwise,
+})

@@ -155,3 +155,47 @@ BUILDERS = {
     "packbits": _packbits,
     "segment_packbits": _segment_packbits,
 }
+
+
+def _nvfp4_append_slots(t, fi):
+    k, v = t(4, KVH, D), t(4, KVH, D)
+    u8, sf = torch.uint8, torch.float8_e4m3fn
+    kc, vc = t(PAGES, PAGE, KVH, D // 2, dtype=u8), t(PAGES, PAGE, KVH, D // 2, dtype=u8)
+    ks, vs = t(PAGES, PAGE, KVH, D // 16, dtype=sf), t(PAGES, PAGE, KVH, D // 16, dtype=sf)
+
+    def f(k, v, slots, kc, vc, ks, vs):
+        fi.nvfp4_quantize_append_paged_kv_cache_with_slot_mapping(k, v, slots, (kc, vc),
+                                                                  (ks, vs), 1.0, 1.0)
+        return kc, vc, ks, vs
+    return f, (k, v, torch.zeros(4, device="cuda", dtype=torch.int64), kc, vc, ks, vs)
+
+
+def _nvfp4_append_mla(t, fi):
+    u8, sf = torch.uint8, torch.float8_e4m3fn
+    ckv, kpe = t(4, 512), t(4, 64)
+    cc, cs, kc = (t(PAGES, PAGE, 256, dtype=u8), t(PAGES, PAGE, 32, dtype=sf),
+                  t(PAGES, PAGE, 64, dtype=sf))
+
+    def f(ckv, kpe, cc, cs, kc, bi, pos, idx, indptr, last):
+        fi.nvfp4_quantize_append_paged_mla_kv_cache(ckv, kpe, bi, pos, cc, cs, kc, idx, indptr,
+                                                    last, 1.0, 1.0)
+        return cc, cs, kc
+    return f, (ckv, kpe, cc, cs, kc, *_kv_indexing())
+
+
+def _concat_mla_kv_quant(t, fi):
+    return (lambda kv, kpe: fi.concat_mla_kv_quant_fp8(kv, kpe),
+            (t(4, 16, 256), t(4, 1, 64)))
+
+
+def _top_k_varlen(t, fi):
+    return (lambda x, n: fi.top_k_varlen(x, n, 8),
+            (t(B, 1024, dtype=torch.float32), _i(B, fill=1024)))
+
+
+BUILDERS.update({
+    "nvfp4_quantize_append_paged_kv_cache_with_slot_mapping": _nvfp4_append_slots,
+    "nvfp4_quantize_append_paged_mla_kv_cache": _nvfp4_append_mla,
+    "concat_mla_kv_quant_fp8": _concat_mla_kv_quant,
+    "top_k_varlen": _top_k_varlen,
+})
