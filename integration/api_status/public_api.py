@@ -12,14 +12,20 @@ body and FlashInfer base classes): `plan`, `run`, `forward`, ...; constructors a
 (they allocate buffers once, outside any forward). An alias inside a class (`forward = run`)
 is one entry.
 
-Takes tensors: some parameter is annotated with a type that names `Tensor` (`torch.Tensor`,
-`Optional[Tensor]`, `List[Tensor]`, a string annotation), or, unannotated, is documented as
-`name : torch.Tensor` in the docstring (numpydoc, as FlashInfer writes them).
+Takes tensors: some parameter is annotated with a type that names torch's `Tensor`
+(`torch.Tensor`, `Optional[Tensor]`, `List[Tensor]`, a string annotation), or, unannotated, is
+documented as `name : torch.Tensor` in the docstring (numpydoc, as FlashInfer writes them).
+A CuTe DSL tensor (`cute.Tensor`: the device-side parameters of the kernel classes FlashInfer's
+gemm and quantization modules export, `kernel`, `mma_warp`, ...) is not a torch tensor: those
+methods run inside a CuTe kernel, never from Python on torch tensors.
 """
 import importlib
 import inspect
 import re
 import sys
+import typing
+
+import torch
 
 # The families' modules (issue 20) whose functions are not all re-exported by `flashinfer`.
 SUBMODULES = ["activation", "cascade", "comm", "decode", "gemm", "mla", "norm", "page", "pod",
@@ -43,6 +49,20 @@ def _documented_tensor(doc, name):
     return bool(doc) and re.search(rf"^\s*{re.escape(name)}\s*:\s*[^\n]*Tensor", doc, re.M)
 
 
+# `Tensor` or `torch.Tensor`, not a dotted other module's (`cute.Tensor`) nor `FP4Tensor`.
+_TORCH_TENSOR = re.compile(r"(?<![\w.])(?:torch\.)?Tensor\b")
+
+
+def _names_torch_tensor(ann):
+    if isinstance(ann, str):
+        return _TORCH_TENSOR.search(ann) is not None
+    if ann is torch.Tensor:
+        return True
+    if isinstance(ann, typing.ForwardRef):
+        return _names_torch_tensor(ann.__forward_arg__)
+    return any(_names_torch_tensor(a) for a in typing.get_args(ann))
+
+
 def takes_tensors(fn):
     try:
         sig = inspect.signature(fn)
@@ -54,7 +74,7 @@ def takes_tensors(fn):
             continue
         ann = p.annotation
         if ann is not inspect.Parameter.empty:
-            if "Tensor" in (ann if isinstance(ann, str) else repr(ann)):
+            if _names_torch_tensor(ann):
                 return True
         elif _documented_tensor(doc, p.name):
             return True

@@ -57,9 +57,11 @@ def verdict(name, entry):
     method = name.rsplit(".", 1)[-1]
     owner = _owner(fn) if entry["kind"] == "method" else None
     if owner is not None and _is_runner(owner):
-        return ("out of scope", "an autotuner runner's interface (tactics, cache keys, launch "
-                "state): FlashInfer's ops call it through AutoTuner.choose_one; the op is the "
-                "public entry")
+        return ("out of scope", f"a method of {owner.__name__}, an autotuner runner "
+                "(TunableRunner): its module's __all__ exports the class, but only FlashInfer's "
+                "AutoTuner calls it (choose_one: tactics, profiling, then forward with the "
+                "chosen tactic) from inside the public op that owns it, which has its own row; "
+                "no user code calls a runner")
     if owner is not None and _is_autograd(owner):
         return ("out of scope", "a torch.autograd.Function's method: autograd calls it, "
                 "through the public function that applies it")
