@@ -33,6 +33,14 @@ RULES = [
      "machine has no network): not traced here"),
     (r"method `now` of class",
      "reads the clock (datetime.now, a timing log) on the traced path, a break on a GPU too"),
+    (r"got an unexpected keyword argument '(\w+)'|missing \d+ required \w+ argument",
+     "this release's signature differs from the builder's call (written for 0.7.4): not "
+     "traced here"),
+    (r"trace the Python builtin `_warnings\.warn`",
+     "warns (warnings.warn) on the traced path, a break on a GPU too"),
+    (r"SourcelessBuilder\.create does not know how to wrap <class '[\w.]*_Built'>",
+     "carries FlashInfer's JIT module object itself through the traced path (no operator "
+     "boundary around its kernels), a break on a GPU too"),
     (r"Unsupported context manager",
      "enters a context manager Dynamo cannot trace (FlashInfer's autotuner or device scope) on "
      "the traced path, a break on a GPU too"),

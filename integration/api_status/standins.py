@@ -13,6 +13,13 @@ Dynamo; the kernels are never run (under FakeTensorMode the operators' fakes ans
    ints, as FlashInfer's scheduler does (its values only reach kernels that never run here).
 4. No CUDA graph is being captured (`torch.cuda.is_current_stream_capturing()` is False: it
    asks the driver, which this machine lacks).
+6. The trtllm-gen modules' builds (`gen_*fused_moe*_module`, `gen_trtllm_gen_*_module`: cubins
+   FlashInfer downloads before it builds, and this machine has no network) give a spec whose
+   `build_and_load` is (2)'s and no cubin library paths; `setup_cubin_loader` does nothing.
+   FlashInfer's loaders around them run as shipped and declare their ops (as the fp4-layer
+   branch's tests/python/helpers/blackwell_standins.py does for the fused MoE).
+7. The device switch Dynamo makes at trace time for `with torch.cuda.device(...)` (a driver
+   call) answers device 0, the only one.
 5. Triton finds a GPU (`torch.utils._triton.has_triton()` is True, as on the H200): Dynamo
    recognises a Triton kernel launch (FlashInfer's Triton kernels: page indices, segment
    GEMM) and puts it in the graph as its kernel wrapper only where it does; without a GPU it
@@ -137,6 +144,8 @@ def eager_shape_run():
 def _kernel(name):
     if name == "plan" or name.endswith("_plan"):
         return _plan
+    if name.startswith("set_"):  # a loader's set-up call (include dirs, cubin paths)
+        return lambda *args, **kwargs: None
     if name == "plan_with_staged_workspace_bytes":  # 0.7.4's MLA: (plan, staged bytes)
         return lambda *args, **kwargs: (_plan(), 0)
 
@@ -154,8 +163,43 @@ def _build_and_load(self, *args, **kwargs):
     return _Built()
 
 
+class _Spec:
+    def build_and_load(self, *args, **kwargs):
+        return _Built()
+
+    def get_library_paths(self):
+        return []
+
+    def get_library_path(self):  # 0.6.16
+        return ""
+
+
+def _trtllm_gen_builds():
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("flashinfer") or module is None:
+            continue
+        for attr in list(vars(module)):
+            if attr.startswith("gen_") and attr.endswith("_module") and (
+                    "fused_moe" in attr or attr.startswith("gen_trtllm_gen")):
+                setattr(module, attr, lambda *args, **kwargs: _Spec())
+        if callable(vars(module).get("setup_cubin_loader")):
+            module.setup_cubin_loader = lambda *args, **kwargs: None
+
+
+def _device_switch():
+    try:
+        from torch._dynamo.variables.ctx_manager import CUDADeviceVariable
+    except ImportError:
+        return
+    CUDADeviceVariable._exchange_fn = staticmethod(lambda index: 0)
+    CUDADeviceVariable._maybe_exchange_fn = staticmethod(lambda index: 0)
+
+
 def install():
-    """Installs the stand-ins; call after `import flashinfer`."""
+    """Installs the stand-ins; call after `import flashinfer`, and again once its submodules
+    are imported (the build stand-ins apply to the modules loaded then)."""
+    _trtllm_gen_builds()
+    _device_switch()
     torch.cuda.get_device_properties = _properties
     torch.cuda.get_device_capability = _capability
     torch.cuda.current_device = lambda: 0
