@@ -59,6 +59,7 @@ import _dynafold_fake_check as fake_check
 import _dynafold_op_corrections as op_corrections
 import _dynafold_op_fakes as op_fakes
 import _dynafold_op_narrowing as op_narrowing
+import _dynafold_stream_scratch as stream_scratch
 
 _log = logging.getLogger("dynafold")
 
@@ -329,6 +330,7 @@ def wake_pending(*_args):
             entry["skipped"][why_not] = entry["skipped"].get(why_not, 0) + 1
             _log.debug("dynafold: %s left as FlashInfer ships it: %s", declared.name, why_not)
     _make_loaders_transparent()
+    stream_scratch.make_opaque()
     _scanned[0] = len(sys.modules)
 
 

@@ -80,6 +80,32 @@ def _cutlass_fused_moe_scratch(values):
             input.new_empty((experts,), dtype=torch.int32))
 
 
+def _block_scale_interleave_sm100(values):
+    """As its kernel wrapper allocates (0.6.16-0.7.x): per expert (a 3-D input) the rows padded
+    to 128 and the columns to 4, flattened, in the input's dtype. (FlashInfer's fake gives
+    rows * columns / 16 bytes of uint8.)"""
+    sf = values["unswizzled_sf"]
+    experts = sf.shape[0] if sf.dim() == 3 else 1
+    size = _round_up(sf.shape[-2], 128) * _round_up(sf.shape[-1], 4)
+    return sf.new_empty((experts * size,), dtype=sf.dtype)
+
+
+def _silu_and_mul_scaled_nvfp4_experts_quantize_sm100(values):
+    """As its kernel wrapper returns them (0.6.16-0.7.x): the packed values (M, K/2, experts)
+    and the scales (32, 4, M/128, 4, K/64, experts) in e4m3, both permuted views of
+    expert-major buffers. (FlashInfer's fake leaves the values unpermuted.)"""
+    input = values["input"]
+    experts, m, k_by_2 = input.shape
+    k = k_by_2 // 2
+    padded_k = _round_up(k // 16, 4)
+    padded_m = _round_up(m, 128)
+    output = input.new_empty((experts, m, k // 2), dtype=torch.uint8).permute(1, 2, 0)
+    scales = input.new_empty((experts, padded_m, padded_k // 4), dtype=torch.int32)
+    scales = scales.view(torch.float8_e4m3fn).view(
+        experts, padded_m // 128, padded_k // 4, 32, 4, 4).permute(3, 4, 1, 5, 2, 0)
+    return output, scales
+
+
 # Declared name -> a fake taking the kernel's own parameters.
 PLAIN = {
     "flashinfer::merge_states": _merge_states,
@@ -88,6 +114,10 @@ PLAIN = {
 BY_NAME = {
     "flashinfer::fp4_quantize_sm100": (
         _fp4_quantize_sm100, ("input", "sf_vec_size", "is_sf_swizzled_layout")),
+    "flashinfer::block_scale_interleave_sm100": (
+        _block_scale_interleave_sm100, ("unswizzled_sf",)),
+    "flashinfer::silu_and_mul_scaled_nvfp4_experts_quantize_sm100": (
+        _silu_and_mul_scaled_nvfp4_experts_quantize_sm100, ("input",)),
     # dynafold's own declaration (hooks/dormant_ops.py, EXTRA_DECLARATIONS).
     "flashinfer::fp4_quantize_cute_dsl": (
         _fp4_quantize_cute_dsl,

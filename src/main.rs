@@ -33,6 +33,10 @@ enum Command {
         /// The preload library to check (default: beside this binary).
         #[arg(long, env = "DYNAFOLD_LIB", value_name = "PATH")]
         lib: Option<PathBuf>,
+        /// Also print the installed FlashInfer release's public-API table: each public tensor
+        /// op's status under torch.compile (docs/api-status/).
+        #[arg(long)]
+        ops: bool,
     },
     /// Merge the graph-break reports of a run into one table.
     Report {
@@ -145,10 +149,11 @@ fn main() {
             Some(m) => run(args, m),
             None => Err("internal: no matches for run".into()),
         },
-        Command::Doctor { python, lib } => {
+        Command::Doctor { python, lib, ops } => {
             let (out, code) = cli::doctor::run(&cli::doctor::DoctorOptions {
                 python,
                 lib,
+                ops,
                 nvcc_timeout: dynafold_core::config::nvcc_timeout(),
             });
             print!("{out}");

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use crate::cli::api_table;
 use crate::cli::run::{find_preload, preload_value};
 use crate::cuda::{CudaVersion, Env, Outcome, PathRecipe, Resolver, TorchFacts, VersionRecipe};
 use crate::rewrite::{self, FoldContext};
@@ -24,6 +25,8 @@ pub struct DoctorOptions {
     pub python: Option<PathBuf>,
     pub lib: Option<PathBuf>,
     pub nvcc_timeout: Duration,
+    /// Print the installed release's public-API table (`--ops`).
+    pub ops: bool,
 }
 
 /// One thing that stops dynafold from working here, and what to do about it.
@@ -136,6 +139,10 @@ pub fn run(opts: &DoctorOptions) -> (String, i32) {
         }
     }
     check_disable(&mut r, std::env::var("DYNAFOLD_DISABLE").ok().as_deref());
+    if opts.ops {
+        let release = facts.as_ref().and_then(|f| f.flashinfer.version.as_deref());
+        api_table(&mut r, release);
+    }
     let mut out = r.text;
     out.push('\n');
     if r.problems.is_empty() {
@@ -622,6 +629,33 @@ fn ops_census(r: &mut Report, python: &Path, lib: &Path) {
             }
         }
         r.line(name, &line);
+    }
+}
+
+/// The installed release's public-API table (`--ops`). Not a problem when there is none: the
+/// table is documentation, the fold does not depend on it.
+fn api_table(r: &mut Report, release: Option<&str>) {
+    let Some(release) = release else {
+        r.section("FlashInfer public API under torch.compile");
+        r.line("release", "unknown: FlashInfer's version could not be read");
+        return;
+    };
+    r.section(&format!(
+        "FlashInfer {release} public API under torch.compile (docs/api-status/{release}.md)"
+    ));
+    match api_table::lines(release) {
+        Some(lines) => {
+            for (label, value) in lines {
+                r.line(&label, &value);
+            }
+        }
+        None => r.line(
+            "table",
+            &format!(
+                "none for {release}; tables exist for {} (scripts/api-status RELEASE makes one)",
+                api_table::releases().join(", ")
+            ),
+        ),
     }
 }
 

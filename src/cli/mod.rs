@@ -1,5 +1,6 @@
 //! The subcommands of the `dynafold` binary, as library code so they can be tested.
 
+pub mod api_table;
 pub mod bench_rewrite;
 pub mod doctor;
 pub mod report;

@@ -1,0 +1,210 @@
+"""Norms (incl. quant and layernorm), activations, rope (every form)."""
+import torch
+
+FP8 = torch.float8_e4m3fn
+H, EPS = 128, 1e-6
+
+
+def _norm(name):
+    return lambda t, fi: (lambda x, w: getattr(fi, name)(x, w, EPS, enable_pdl=False),
+                          (t(4, H), t(H)))
+
+
+def _fused(name):
+    def build(t, fi):
+        def f(x, r, w):
+            getattr(fi, name)(x, r, w, EPS, enable_pdl=False)
+            return x, r
+        return f, (t(4, H), t(4, H), t(H))
+    return build
+
+
+def _rmsnorm_quant(t, fi):
+    def f(out, x, w, s):
+        fi.rmsnorm_quant(out, x, w, s, EPS, enable_pdl=False)
+        return out
+    return f, (t(4, H, dtype=FP8), t(4, H), t(H), t(1, dtype=torch.float32))
+
+
+def _fused_add_rmsnorm_quant(t, fi):
+    def f(out, x, r, w, s):
+        fi.fused_add_rmsnorm_quant(out, x, r, w, s, EPS, enable_pdl=False)
+        return out, r
+    return f, (t(4, H, dtype=FP8), t(4, H), t(4, H), t(H), t(1, dtype=torch.float32))
+
+
+def _layernorm(t, fi):
+    return (lambda x, g, b: fi.layernorm(x, g, b, EPS),
+            (t(4, H), t(H, dtype=torch.float32), t(H, dtype=torch.float32)))
+
+
+def _layernorm_quant(t, fi):
+    def f(out, x, g, b, s):
+        fi.layernorm_quant(out, x, g, b, s, EPS, enable_pdl=False)
+        return out
+    return f, (t(4, H, dtype=FP8), t(4, H), t(H, dtype=torch.float32),
+               t(H, dtype=torch.float32), t(1, dtype=torch.float32))
+
+
+def _fused_add_rmsnorm_fp8_block_quant(t, fi):
+    def f(out, scale, normed, x, r, w):
+        fi.fused_add_rmsnorm_fp8_block_quant(out, scale, normed, x, r, w, EPS, enable_pdl=False)
+        return out, scale, r
+    return f, (t(4, H, dtype=FP8), t(4, H // 128, dtype=torch.float32), t(4, H), t(4, H),
+               t(4, H), t(H))
+
+
+def _fused_rmsnorm_silu(t, fi):
+    return lambda x, w: fi.fused_rmsnorm_silu(x, w, EPS), (t(4, H), t(H))
+
+
+def _act(name):
+    return lambda t, fi: (lambda x: getattr(fi, name)(x, enable_pdl=False), (t(4, 2 * H),))
+
+
+def _silu_mxfp8(t, fi):
+    return lambda x: fi.silu_and_mul_mxfp8_quantize(x), (t(128, 2 * H),)
+
+
+def _silu_nvfp4(t, fi):
+    return (lambda x, s: fi.silu_and_mul_nvfp4_quantize(x, s, enable_pdl=False),
+            (t(128, 2 * H), t(1, dtype=torch.float32)))
+
+
+HEAD, TOK = 64, 4
+
+
+def _qk(t):
+    return t(TOK, 2, HEAD), t(TOK, 1, HEAD)
+
+
+def _rope(name, by_pos, inplace):
+    def build(t, fi):
+        fn = getattr(fi, name)
+        q, k = _qk(t)
+        if by_pos:
+            where = (torch.zeros(TOK, device="cuda", dtype=torch.int32),)
+        else:
+            where = (torch.zeros(2, device="cuda", dtype=torch.int32),
+                     torch.zeros(1, device="cuda", dtype=torch.int32))
+        if inplace:
+            def f(q, k, *w):
+                fn(q, k, *w)
+                return q, k
+            return f, (q, k, *where)
+        return (lambda q, k, *w: fn(q, k, *w)), (q, k, *where)
+    return build
+
+
+def _cos_sin(name, inplace):
+    def build(t, fi):
+        fn = getattr(fi, name)
+        q, k = t(TOK, 2 * HEAD), t(TOK, HEAD)
+        cache = t(32, HEAD, dtype=torch.float32)
+        pos = torch.zeros(TOK, device="cuda", dtype=torch.int32)
+
+        def f(q, k, cache, pos):
+            out = fn(pos, q, k, HEAD, cache, True)
+            return (q, k) if inplace else out
+        return f, (q, k, cache, pos)
+    return build
+
+
+def _rope_fp8(t, fi):
+    import flashinfer.rope as rope
+    qr, kr, qn, kn = t(TOK, 2, 64), t(TOK, 1, 64), t(TOK, 2, 128), t(TOK, 1, 128)
+    cache, pos = t(32, 64, dtype=torch.float32), torch.zeros(TOK, device="cuda",
+                                                             dtype=torch.int32)
+    return (lambda *a: rope.rope_quantize_fp8(*a, is_neox=True, quantize_dtype=FP8),
+            (qr, kr, qn, kn, cache, pos))
+
+
+def _mla_rope_fp8(t, fi):
+    import flashinfer.rope as rope
+    qr, kr, qn, kn = t(TOK, 2, 64), t(TOK, 64), t(TOK, 2, 512), t(TOK, 512)
+    cache, pos = t(32, 64, dtype=torch.float32), torch.zeros(TOK, device="cuda",
+                                                             dtype=torch.int32)
+    return (lambda *a: rope.mla_rope_quantize_fp8(*a, is_neox=True, quantize_dtype=FP8),
+            (qr, kr, qn, kn, cache, pos))
+
+
+BUILDERS = {
+    **{n: _norm(n) for n in ("rmsnorm", "gemma_rmsnorm")},
+    **{n: _fused(n) for n in ("fused_add_rmsnorm", "gemma_fused_add_rmsnorm")},
+    "rmsnorm_quant": _rmsnorm_quant,
+    "fused_add_rmsnorm_quant": _fused_add_rmsnorm_quant,
+    "layernorm": _layernorm,
+    "layernorm_quant": _layernorm_quant,
+    "fused_add_rmsnorm_fp8_block_quant": _fused_add_rmsnorm_fp8_block_quant,
+    "fused_rmsnorm_silu": _fused_rmsnorm_silu,
+    **{n: _act(n) for n in ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")},
+    "silu_and_mul_mxfp8_quantize": _silu_mxfp8,
+    "silu_and_mul_nvfp4_quantize": _silu_nvfp4,
+    "apply_rope": _rope("apply_rope", False, False),
+    "apply_rope_inplace": _rope("apply_rope_inplace", False, True),
+    "apply_rope_pos_ids": _rope("apply_rope_pos_ids", True, False),
+    "apply_rope_pos_ids_inplace": _rope("apply_rope_pos_ids_inplace", True, True),
+    "apply_llama31_rope": _rope("apply_llama31_rope", False, False),
+    "apply_llama31_rope_inplace": _rope("apply_llama31_rope_inplace", False, True),
+    "apply_llama31_rope_pos_ids": _rope("apply_llama31_rope_pos_ids", True, False),
+    "apply_llama31_rope_pos_ids_inplace": _rope("apply_llama31_rope_pos_ids_inplace", True,
+                                                True),
+    "apply_rope_with_cos_sin_cache": _cos_sin("apply_rope_with_cos_sin_cache", False),
+    "apply_rope_with_cos_sin_cache_inplace": _cos_sin("apply_rope_with_cos_sin_cache_inplace",
+                                                      True),
+    "rope_quantize_fp8": _rope_fp8,
+    "mla_rope_quantize_fp8": _mla_rope_fp8,
+}
+
+
+# 0.7.4's newer norms, with the shapes their docstrings give.
+def _gated_residual_rmsnorm(t, fi):
+    f32 = torch.float32
+    return (lambda b, r, w, a, be: fi.gated_residual_rmsnorm(b, r, w, a, be, EPS,
+                                                             enable_pdl=False),
+            (t(4, 8192), t(4, 8192, dtype=f32), t(8192), t(8192, dtype=f32),
+             t(8192, dtype=f32)))
+
+
+def _gated_residual_next_rmsnorm(t, fi):
+    f32 = torch.float32
+    return (lambda b, r, w, a, be: fi.gated_residual_next_rmsnorm(b, r, w, a, be,
+                                                                  enable_pdl=False),
+            (t(4, 8192), t(4, 8192, dtype=f32), t(8192), t(8192, dtype=f32),
+             t(8192, dtype=f32)))
+
+
+def _rmsnorm_sigmoid_gate(t, fi):
+    def f(x, g):
+        fi.rmsnorm_sigmoid_gate(x, g, EPS, enable_pdl=False)
+        return x
+    return f, (t(4, 64), t(4, 64))
+
+
+def _dit(name, gated_scale_shift=False):
+    def build(t, fi):
+        hidden, rows = 3072, 4
+        # WAN's temb.chunk(6, dim=2): each chunk (1, rows, hidden) with row stride 6 * hidden
+        chunks = t(1, rows, 6 * hidden).chunk(6, dim=2)
+        x = t(1, rows, hidden)
+        if name == "fused_dit_residual_layernorm_scale_shift":
+            return (lambda x, s, sh: getattr(fi, name)(x, s, sh), (x, chunks[0], chunks[1]))
+        if gated_scale_shift:
+            return (lambda x, r, g, s, sh: getattr(fi, name)(x, r, g, s, sh),
+                    (x, t(1, rows, hidden), chunks[0], chunks[1], chunks[2]))
+        return (lambda x, r, g, a, b: getattr(fi, name)(x, r, g, a, b),
+                (x, t(1, rows, hidden), chunks[0], t(hidden, dtype=torch.float32),
+                 t(hidden, dtype=torch.float32)))
+    return build
+
+
+BUILDERS.update({
+    "gated_residual_rmsnorm": _gated_residual_rmsnorm,
+    "gated_residual_next_rmsnorm": _gated_residual_next_rmsnorm,
+    "rmsnorm_sigmoid_gate": _rmsnorm_sigmoid_gate,
+    "fused_dit_residual_layernorm_scale_shift": _dit("fused_dit_residual_layernorm_scale_shift"),
+    "fused_dit_gate_residual_layernorm_scale_shift":
+        _dit("fused_dit_gate_residual_layernorm_scale_shift", True),
+    "fused_dit_gate_residual_layernorm_gamma_beta":
+        _dit("fused_dit_gate_residual_layernorm_gamma_beta"),
+})

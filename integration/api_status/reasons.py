@@ -1,0 +1,73 @@
+"""Why an op fails to trace, named from its error: the first rule whose pattern the error
+matches gives the reason. Each says whether the failure is one a GPU run has too (a Dynamo
+break in FlashInfer's Python or a missing operator boundary) or a limit of this CPU machine
+(a package or the driver it lacks)."""
+import re
+
+RULES = [
+    (r"jit_module\.(\w+)",
+     "reaches FlashInfer's JIT module function `{0}` directly, outside any op declaration "
+     "(register_custom_op): no operator boundary, so Dynamo meets the opaque tvm_ffi call, a "
+     "break on a GPU too; needs a dynafold boundary"),
+    (r"cuDNN is not available",
+     "needs cuDNN's Python frontend (nvidia-cudnn-frontend), not installed in this "
+     "environment: not traced here"),
+    (r"CuTe-DSL backend, which is not available|No module named 'cutlass'",
+     "needs the CuTe DSL (nvidia-cutlass-dsl), not importable in this environment: not traced "
+     "here"),
+    (r"unsupported operand type\(s\) for [%|&]: 'int' and 'int'|data_ptr",
+     "checks a tensor's data_ptr() alignment on the traced path: Dynamo cannot read an "
+     "address, a break on a GPU too"),
+    (r"setattr\(\) is not supported on type (\w+)",
+     "sets an attribute of a `{0}` on the traced path (Dynamo cannot), a break on a GPU too"),
+    (r"Invalid call to __build_class__",
+     "defines a class on the traced path (FlashInfer's autotuner runners, built per call), a "
+     "break on a GPU too"),
+    (r"importlib/resources",
+     "reads package resources (importlib.resources) on the traced path: a kernel loaded "
+     "outside any transparent loader, a break on a GPU too"),
+    (r"method `__new__` of class `type`",
+     "creates a class with type() on the traced path, a break on a GPU too"),
+    (r"Failed to get checksums\.txt",
+     "its JIT module needs FlashInfer's trtllm-gen cubins, downloaded when built (this "
+     "machine has no network): not traced here"),
+    (r"method `now` of class",
+     "reads the clock (datetime.now, a timing log) on the traced path, a break on a GPU too"),
+    (r"got an unexpected keyword argument '(\w+)'|missing \d+ required \w+ argument",
+     "this release's signature differs from the builder's call (written for 0.7.4): not "
+     "traced here"),
+    (r"trace the Python builtin `_warnings\.warn`",
+     "warns (warnings.warn) on the traced path, a break on a GPU too"),
+    (r"SourcelessBuilder\.create does not know how to wrap <class '[\w.]*_Built'>",
+     "carries FlashInfer's JIT module object itself through the traced path (no operator "
+     "boundary around its kernels), a break on a GPU too"),
+    (r"Unsupported context manager",
+     "enters a context manager Dynamo cannot trace (FlashInfer's autotuner or device scope) on "
+     "the traced path, a break on a GPU too"),
+    (r"sys\._getframe|inspect\.currentframe",
+     "inspects the caller's frame (a deprecation warning) on the traced path, a break on a "
+     "GPU too"),
+    (r"does not support backend '(\w+)' with capability (\d+)",
+     "FlashInfer refuses backend {0} on sm{1} and on the sm100 stand-in: the call's arguments "
+     "fit no device here"),
+    (r"requires SM(\d+)|requires a Blackwell GPU|requires SM100",
+     "FlashInfer's own device check refuses both stand-ins (sm90, sm100)"),
+    (r"Found no NVIDIA driver|CUDA driver version is insufficient|NVIDIA driver library",
+     "asks the CUDA driver on its path (no driver on this machine): not traced here"),
+]
+
+
+def reason(error, eager=()):
+    """The named reason for `error` (a string), or None. `eager`: where FlashInfer's Python,
+    run eagerly, stopped (trace_all.eager_error): where the trace died inside dynafold's
+    kernel stand-in without its name, the kernel the eager run reached names it."""
+    if "was called inside a compiled region" in (error or ""):
+        for line in eager:
+            m = re.match(r"NotImplementedError: (\w+): a JIT kernel", line or "")
+            if m:
+                error = f"jit_module.{m.group(1)}"
+    for pattern, text in RULES:
+        m = re.search(pattern, error or "")
+        if m:
+            return text.format(*m.groups())
+    return None

@@ -1,0 +1,220 @@
+"""What this CPU-only machine answers in place of a GPU, each named, for tracing FlashInfer's
+public ops on fake CUDA tensors. Nothing here stands in for FlashInfer's Python, torch or
+Dynamo; the kernels are never run (under FakeTensorMode the operators' fakes answer).
+
+1. The device: `torch.cuda.get_device_properties` / `get_device_capability` answer an H200
+   (sm90, 132 SMs) or, for ops FlashInfer builds for SM100 and newer only, a B200 (sm100, 148
+   SMs); FlashInfer's cached device queries are cleared when the answer changes.
+2. The JIT build: every `JitSpec.build_and_load()` returns a module whose functions are opaque
+   to Dynamo (as a built module's tvm_ffi functions are) and raise if called, so a traced
+   call that reaches one is a graph break exactly where the real kernel's would be, and the
+   declarations FlashInfer makes inside its loaders (after the build) are made.
+3. A JIT module's `plan` (the attention schedulers, which run on the host) returns a plan of
+   ints, as FlashInfer's scheduler does (its values only reach kernels that never run here).
+4. No CUDA graph is being captured (`torch.cuda.is_current_stream_capturing()` is False: it
+   asks the driver, which this machine lacks).
+6. The trtllm-gen modules' builds (`gen_*fused_moe*_module`, `gen_trtllm_gen_*_module`: cubins
+   FlashInfer downloads before it builds, and this machine has no network) give a spec whose
+   `build_and_load` is (2)'s and no cubin library paths; `setup_cubin_loader` does nothing.
+   FlashInfer's loaders around them run as shipped and declare their ops (as the fp4-layer
+   branch's tests/python/helpers/blackwell_standins.py does for the fused MoE).
+7. The device switch Dynamo makes at trace time for `with torch.cuda.device(...)` (a driver
+   call) answers device 0, the only one.
+5. Triton finds a GPU (`torch.utils._triton.has_triton()` is True, as on the H200): Dynamo
+   recognises a Triton kernel launch (FlashInfer's Triton kernels: page indices, segment
+   GEMM) and puts it in the graph as its kernel wrapper only where it does; without a GPU it
+   traces into Triton's launcher instead (environment reads, a break no GPU run has).
+"""
+import collections
+import contextlib
+import functools
+import sys
+import types
+
+import torch
+
+DEVICES = {
+    90: dict(name="NVIDIA H200", major=9, minor=0, multi_processor_count=132,
+             total_memory=150_000_000_000, shared_memory_per_block_optin=232448,
+             shared_memory_per_multiprocessor=233472,
+             L2_cache_size=52428800, max_threads_per_multi_processor=2048,
+             regs_per_multiprocessor=65536, warp_size=32, uuid="standin-h200",
+             is_integrated=False, gcnArchName="", multi_processor_count_per_gpc=0),
+    100: dict(name="NVIDIA B200", major=10, minor=0, multi_processor_count=148,
+              total_memory=190_000_000_000, shared_memory_per_block_optin=232448,
+              shared_memory_per_multiprocessor=233472,
+              L2_cache_size=132120576, max_threads_per_multi_processor=2048,
+              regs_per_multiprocessor=65536, warp_size=32, uuid="standin-b200",
+              is_integrated=False, gcnArchName="", multi_processor_count_per_gpc=0),
+}
+current = [90]
+
+
+# A namedtuple: Dynamo wraps one of constants without a source (it constant-folds the
+# device query and wraps its result; a plain object it cannot).
+Properties = collections.namedtuple("Properties", sorted(DEVICES[90]))
+PROPERTIES = {sm: Properties(**d) for sm, d in DEVICES.items()}
+
+
+def _properties(device=None):
+    return PROPERTIES[current[0]]
+
+
+def _capability(device=None):
+    d = DEVICES[current[0]]
+    return d["major"], d["minor"]
+
+
+def answer_as(sm):
+    """Makes the stand-in device an sm`sm`; clears FlashInfer's cached device answers."""
+    if current[0] == sm:
+        return
+    current[0] = sm
+    _clear_device_caches()
+
+
+def _clear_device_caches():
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("flashinfer") or module is None:
+            continue
+        for value in list(vars(module).values()):
+            if callable(value) and hasattr(value, "cache_clear") and getattr(
+                    value, "__module__", "").startswith("flashinfer"):
+                try:
+                    value.cache_clear()
+                except Exception:
+                    pass
+
+
+class _Built(types.SimpleNamespace):
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _kernel(name)
+
+
+def _plan(*args, **kwargs):
+    plan = [2, 8, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+    try:
+        import tvm_ffi
+        return tvm_ffi.convert(plan)
+    except ImportError:
+        return plan
+
+
+# While True, a kernel returns None instead of raising: FlashInfer's Python then runs to its end
+# on fake tensors and returns the results it allocated itself (its own shape arithmetic), which
+# trace_all.py compares with what the traced operators' fakes gave.
+eager_shapes = [False]
+
+
+@contextlib.contextmanager
+def eager_shape_run():
+    """FlashInfer's Python run eagerly to its end on fake tensors: kernels return nothing, a
+    Triton launch does nothing, and what asks the driver answers without it: the per-stream
+    scratch lookup (the stream) gives a fresh buffer of the size asked, the sampling seed and
+    offset (the CUDA generator) are 0."""
+    def scratch(name, num_bytes, device, zero_init=False):
+        return torch.empty(num_bytes, dtype=torch.uint8, device=device)
+
+    answers = {"_get_stream_cache_buf": scratch,
+               "get_seed_and_offset": lambda increment, generator=None, device=None: (0, 0)}
+    patched = []
+    for module in list(sys.modules.values()):
+        if not getattr(module, "__name__", "").startswith("flashinfer"):
+            continue
+        for attr, answer in answers.items():
+            if hasattr(module, attr):
+                patched.append((module, attr, getattr(module, attr)))
+                setattr(module, attr, answer)
+    jit = sys.modules.get("triton.runtime.jit")
+    if jit is not None:
+        patched.append((jit.JITFunction, "run", jit.JITFunction.run))
+        jit.JITFunction.run = lambda self, *args, **kwargs: None
+    eager_shapes[0] = True
+    try:
+        yield
+    finally:
+        eager_shapes[0] = False
+        for owner, attr, value in reversed(patched):
+            setattr(owner, attr, value)
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(name):
+    if name == "plan" or name.endswith("_plan"):
+        return _plan
+    if name.startswith("set_"):  # a loader's set-up call (include dirs, cubin paths)
+        return lambda *args, **kwargs: None
+    if name == "plan_with_staged_workspace_bytes":  # 0.7.4's MLA: (plan, staged bytes)
+        return lambda *args, **kwargs: (_plan(), 0)
+
+    @torch._dynamo.disable
+    def kernel(*args, **kwargs):
+        if eager_shapes[0]:
+            return None
+        raise NotImplementedError(f"{name}: a JIT kernel, not built on this CPU-only machine")
+    # Dynamo's message names the function: say which JIT module function the trace reached.
+    kernel.__name__ = kernel.__qualname__ = f"jit_module.{name}"
+    return kernel
+
+
+def _build_and_load(self, *args, **kwargs):
+    return _Built()
+
+
+class _Spec:
+    def build_and_load(self, *args, **kwargs):
+        return _Built()
+
+    def get_library_paths(self):
+        return []
+
+    def get_library_path(self):  # 0.6.16
+        return ""
+
+
+def _trtllm_gen_builds():
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("flashinfer") or module is None:
+            continue
+        for attr in list(vars(module)):
+            if attr.startswith("gen_") and attr.endswith("_module") and (
+                    "fused_moe" in attr or attr.startswith("gen_trtllm_gen")):
+                setattr(module, attr, lambda *args, **kwargs: _Spec())
+        if callable(vars(module).get("setup_cubin_loader")):
+            module.setup_cubin_loader = lambda *args, **kwargs: None
+
+
+def _device_switch():
+    try:
+        from torch._dynamo.variables.ctx_manager import CUDADeviceVariable
+    except ImportError:
+        return
+    CUDADeviceVariable._exchange_fn = staticmethod(lambda index: 0)
+    CUDADeviceVariable._maybe_exchange_fn = staticmethod(lambda index: 0)
+
+
+def install():
+    """Installs the stand-ins; call after `import flashinfer`, and again once its submodules
+    are imported (the build stand-ins apply to the modules loaded then)."""
+    _trtllm_gen_builds()
+    _device_switch()
+    torch.cuda.get_device_properties = _properties
+    torch.cuda.get_device_capability = _capability
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.device_count = lambda: 1
+    torch.cuda.is_current_stream_capturing = lambda: False
+    import torch.utils._triton as triton_probe
+    if triton_probe.has_triton_package():
+        triton_probe.has_triton = lambda *, include_cpu=False: True
+    _clear_device_caches()
+    core = sys.modules.get("flashinfer.jit.core")
+    if core is not None and hasattr(core, "JitSpec"):
+        stack = [core.JitSpec]
+        while stack:
+            klass = stack.pop()
+            stack.extend(klass.__subclasses__())
+            for attr in ("build_and_load", "load"):
+                if attr in vars(klass):
+                    setattr(klass, attr, _build_and_load)

@@ -1,0 +1,241 @@
+"""Gives every public tensor op of the FlashInfer on sys.path a status, in one process, and
+writes it as JSON: python trace_all.py OUT.json [--only NAME,...] [--timeout S].
+
+Run with dynafold's preload (scripts/api-status does). Each op with an argument builder is
+compiled with torch.compile(fullgraph=True) on fake CUDA tensors, the device answered as an
+H200 (sm90); one that fails there is tried again as an SM100 (standins.py), for the ops
+FlashInfer builds for Blackwell only. Ops under a rule (verdicts.py) get its status; a
+by-design op with a builder is traced all the same, and its own error is kept as evidence.
+"""
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+import flashinfer  # noqa: E402
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+
+import public_api  # noqa: E402
+import reasons  # noqa: E402
+import standins  # noqa: E402
+import verdicts  # noqa: E402
+from builders import BUILDERS  # noqa: E402
+from trace_all_keys import builder_key  # noqa: E402
+
+
+class OpTimeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise OpTimeout("the trace ran past its time limit")
+
+
+def first_line(e):
+    text = f"{type(e).__name__}: {e}".strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    head = lines[0] if lines else type(e).__name__
+    # Dynamo's own first line is often just "Unsupported method call"; its explanation says
+    # which call, so keep it with the first line.
+    if len(lines) > 1 and lines[1].startswith("Explanation:"):
+        head = f"{head} ({lines[1][len('Explanation:'):].strip()})"
+    # "Observed exception": the exception FlashInfer's Python raised is in the debug context.
+    raised = next((ln for ln in lines if ln.startswith("Developer debug context: raised "
+                                                     "exception")), None)
+    if raised:
+        head = f"{head[:120]}: {raised[len('Developer debug context: raised exception'):].strip()}"
+    return head[:400]
+
+
+def _leaves(result):
+    if isinstance(result, torch.Tensor):
+        return [[list(result.shape), str(result.dtype).replace("torch.", "")]]
+    if isinstance(result, (tuple, list)):
+        return [leaf for r in result for leaf in _leaves(r)]
+    return []
+
+
+def trace_once(fn, args, timeout):
+    """{"ok", "targets", "results"} or {"ok": False, "error"}."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    signal.alarm(timeout)
+    try:
+        result = torch.compile(fn, fullgraph=True, backend=backend)(*args)
+    except BaseException as e:  # the status is the error: keep going with the next op
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        return {"ok": False, "error": first_line(e)}
+    finally:
+        signal.alarm(0)
+    targets = sorted({str(n.target) for g in graphs for n in g.graph.nodes
+                      if n.op == "call_function"})
+    return {"ok": True, "targets": targets, "results": _leaves(result)}
+
+
+def check_fake(fn, args, traced):
+    """FlashInfer's own shape arithmetic against the traced operators' fakes: the call run
+    eagerly on the same fake tensors with the kernels returning nothing (standins.py), so
+    FlashInfer's Python allocates the results itself; its (shape, dtype) leaves must equal
+    the compiled call's."""
+    try:
+        with standins.eager_shape_run():
+            eager = _leaves(fn(*args))
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        return {"fake_check": "not checked", "why": first_line(e)[:200]}
+    if not eager and traced:
+        return {"fake_check": "not checked",
+                "why": "the kernel returns the result itself (FlashInfer allocates none)"}
+    if eager == traced:
+        return {"fake_check": "agrees"}
+    return {"fake_check": "differs", "eager": eager}
+
+
+def eager_error(fn, args):
+    """Where FlashInfer's Python, run eagerly on the same fake tensors, stops: the first JIT
+    kernel it reaches (the stand-in raises, naming it) or its own error."""
+    try:
+        fn(*args)
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        return first_line(e)
+    return None
+
+
+def _calls(build, timeout):
+    """The builder's calls, made under fake mode: {label: (fn, args)}."""
+    signal.alarm(timeout)
+    try:
+        made = build(_tensor, flashinfer)
+    finally:
+        signal.alarm(0)
+    return made if isinstance(made, dict) else {"": made}
+
+
+def _tensor(*shape, dtype=torch.bfloat16):
+    return torch.empty(*shape, device="cuda", dtype=dtype)
+
+
+def try_op(build, timeout):
+    """Traces every call of the op as an H200, then (if any failed) as an SM100."""
+    attempts = []
+    for sm in (90, 100):
+        standins.answer_as(sm)
+        outcome = {"sm": sm, "calls": {}}
+        try:
+            calls = _calls(build, timeout)
+        except BaseException as e:
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            outcome["calls"]["(arguments)"] = {"ok": False, "error": first_line(e)}
+            calls = {}
+        for label, (fn, args) in calls.items():
+            traced = trace_once(fn, args, timeout)
+            signal.alarm(timeout)
+            try:
+                if traced["ok"]:
+                    traced.update(check_fake(fn, args, traced["results"]))
+                else:
+                    traced["eager"] = eager_error(fn, args)
+            except OpTimeout:
+                pass
+            finally:
+                signal.alarm(0)
+            outcome["calls"][label or "call"] = traced
+        outcome["ok"] = bool(calls) and all(c["ok"] for c in outcome["calls"].values())
+        attempts.append(outcome)
+        if outcome["ok"]:
+            break
+    standins.answer_as(90)
+    return attempts
+
+
+def status_of(name, entry, timeout):
+    rule = verdicts.verdict(name, entry)
+    key = builder_key(name, entry["kind"])
+    row = {"module": entry["module"], "kind": entry["kind"]}
+    found = BUILDERS.get(key)
+    if rule is not None and rule[0] == "out of scope":
+        return {**row, "status": "out of scope", "reason": rule[1]}
+    if found is None:
+        if rule is not None:
+            return {**row, "status": rule[0], "reason": rule[1], "confirmed": False}
+        return {**row, "status": "untried", "reason": "no argument builder yet"}
+    family, build = found
+    started = time.monotonic()
+    attempts = try_op(build, timeout)
+    row.update(family=family, seconds=round(time.monotonic() - started, 1))
+    last = attempts[-1]
+    if last["ok"]:
+        calls = last["calls"]
+        ops = sorted({t for c in calls.values() for t in c["targets"]
+                      if t.startswith("dynafold_flashinfer.")})
+        checks = {k: c["fake_check"] for k, c in calls.items()}
+        verdict = ("differs" if "differs" in checks.values() else
+                   "agrees" if set(checks.values()) == {"agrees"} else
+                   "partly checked" if "agrees" in checks.values() else "not checked")
+        return {**row, "status": "fake", "sm": last["sm"], "operators": ops,
+                "results": {k: c["results"] for k, c in calls.items()},
+                "fake_check": verdict,
+                "fake_checks": {k: {f: c[f] for f in ("fake_check", "why", "eager") if f in c}
+                                for k, c in calls.items()},
+                **({"note": f"the rule said {rule[0]} ({rule[1]}); it traced"} if rule else {})}
+    errors = {f"sm{a['sm']} {label}": c["error"] for a in attempts
+              for label, c in a["calls"].items() if not c["ok"]}
+    first = next(iter(errors.values()))
+    eager = [c.get("eager") for a in attempts for c in a["calls"].values() if c.get("eager")]
+    if rule is not None:
+        return {**row, "status": rule[0], "reason": rule[1], "confirmed": True,
+                "error": first}
+    # The latest device's error first: past the sm90 refusal, sm100 says what stops it there.
+    named = next((r for r in (reasons.reason(e, eager) for e in reversed(errors.values()))
+                  if r), None)
+    if named and all(k.endswith("(arguments)") for k in errors):
+        named = f"making the call's arguments (its plan() on this machine): {named}"
+    return {**row, "status": "fails", "error": first, "errors": errors,
+            **({"eager": eager[0]} if eager else {}),
+            **({"reason": named} if named else {})}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--only", default="")
+    parser.add_argument("--timeout", type=int, default=60)
+    opts = parser.parse_args()
+    if "_dynafold_dormant_ops" not in sys.modules:
+        sys.exit("trace_all.py: dynafold's preload is not active (run it through scripts/api-status)")
+    standins.install()
+    signal.signal(signal.SIGALRM, _alarm)
+    ops = public_api.enumerate_ops(flashinfer)
+    standins.install()  # again, for the submodules enumerating imported
+    only = {n for n in opts.only.split(",") if n}
+    table = {}
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        for name, entry in ops.items():
+            if only and name not in only:
+                continue
+            table[name] = status_of(name, entry, opts.timeout)
+            print(f"{table[name]['status']:<13} {name}", file=sys.stderr, flush=True)
+    out = {"flashinfer": flashinfer.__version__, "torch": torch.__version__.split("+")[0],
+           "ops": table}
+    with open(opts.out, "w") as f:
+        json.dump(out, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+main()

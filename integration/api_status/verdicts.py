@@ -1,0 +1,88 @@
+"""The statuses a rule gives without a trace: out of scope, and not compilable by design.
+
+Each verdict carries its reason. "By design" quotes FlashInfer where its docstring says the
+op cannot be compiled; where a builder exists the op is traced anyway, and a by-design op
+that traces is reported as tracing (the rule was wrong, the trace wins)."""
+import inspect
+import re
+
+# FlashInfer's own words, found in docstrings.
+_NOT_COMPILABLE = [
+    re.compile(r"``torch\.compile`` is not supported for this function because it's data "
+               r"dependent"),
+    re.compile(r"cannot be used in Cuda Graph or in ``torch\.compile``"),
+]
+PLAN_REASON = ("host synchronisation: plan() reads the batch's index pointers on the host and "
+               "schedules there; FlashInfer: \"The :meth:`plan` method cannot be used in Cuda "
+               "Graph or in ``torch.compile``\" (decode.py); servers plan outside the compiled "
+               "forward and compile run()")
+PLAN_METHODS = {"plan", "begin_forward", "end_forward"}
+PLAN_FUNCTIONS = re.compile(r"(^|\.)(fast_decode_plan|\w+_plan|prepare_\w*decode\w*|"
+                            r"compute_paged_mqa_logits_schedule)$")
+# Ops whose result or path depends on a tensor's values read on the host, found by their
+# trace (a data-dependent branch), with where FlashInfer does it.
+DATA_DEPENDENT = {
+    "make_nvfp4_global_scale": "data-dependent branch: without a given scale it reduces the "
+    "input's amax and branches on `amax == 0` on the host (nvfp4_quantization_utils.py); a "
+    "server computes global scales at load or calibration time",
+}
+HOUSEKEEPING = {"reset_workspace_buffer", "workspace_size"}
+WEIGHT_PREP = re.compile(r"(^|\.)(prepare_\w+|shuffle_matrix_\w+|reorder_rows_for_gated_act_gemm|"
+                         r"\w*interleave\w*_weights\w*|interleave_\w+|preprocess_\w+|"
+                         r"pad_\w+_weights|convert_to_block_layout|encode_\w+|"
+                         r"deinterleave_gated_rows)$")
+
+
+def _is_runner(cls):
+    return any(k.__name__ == "TunableRunner" for k in getattr(cls, "__mro__", ()))
+
+
+def _is_autograd(cls):
+    return any(k.__name__ == "Function" and k.__module__.startswith("torch.autograd")
+               for k in getattr(cls, "__mro__", ()))
+
+
+def _owner(fn):
+    """The class a method was found on (its qualified name's first part), or None."""
+    qual = getattr(fn, "__qualname__", "")
+    module = inspect.getmodule(fn)
+    if "." not in qual or module is None:
+        return None
+    return getattr(module, qual.split(".")[0], None)
+
+
+def verdict(name, entry):
+    """("out of scope" | "by design", reason), or None: the op is to be traced."""
+    fn = entry["object"]
+    method = name.rsplit(".", 1)[-1]
+    owner = _owner(fn) if entry["kind"] == "method" else None
+    if owner is not None and _is_runner(owner):
+        return ("out of scope", f"a method of {owner.__name__}, an autotuner runner "
+                "(TunableRunner): its module's __all__ exports the class, but only FlashInfer's "
+                "AutoTuner calls it (choose_one: tactics, profiling, then forward with the "
+                "chosen tactic) from inside the public op that owns it, which has its own row; "
+                "no user code calls a runner")
+    if owner is not None and _is_autograd(owner):
+        return ("out of scope", "a torch.autograd.Function's method: autograd calls it, "
+                "through the public function that applies it")
+    if method in HOUSEKEEPING:
+        return ("out of scope", "wrapper set-up (workspace buffers), called once outside the "
+                "forward")
+    if "backward" in name or "_train" in entry["module"] or "_train" in name:
+        return ("out of scope", "a training kernel (forward/backward for autograd); dynafold "
+                "targets serving forwards")
+    if name.endswith("_host"):
+        return ("out of scope", "a host (CPU) reference implementation, not a CUDA op")
+    if WEIGHT_PREP.search(name) and not PLAN_FUNCTIONS.search(name):
+        return ("out of scope", "weight or adapter preparation at model load, outside any "
+                "compiled forward")
+    if name.rsplit(".", 1)[-1] in DATA_DEPENDENT:
+        return ("by design", DATA_DEPENDENT[name.rsplit(".", 1)[-1]])
+    doc = inspect.getdoc(fn) or ""
+    for pattern in _NOT_COMPILABLE:
+        found = pattern.search(doc)
+        if found:
+            return ("by design", f"FlashInfer: \"{found.group(0)}\"")
+    if method in PLAN_METHODS or PLAN_FUNCTIONS.search(name):
+        return ("by design", PLAN_REASON)
+    return None
