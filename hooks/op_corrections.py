@@ -93,7 +93,10 @@ CORRECTIONS = {
     # caller's `topk_weights`: traced as shipped.
     **{("flashinfer.fused_moe.core", f"{loader}.<locals>.trtllm_fp4_block_scale_moe_op"): {
         "result_is_given": {"argument": "output", "form": "list",
-                            "when": {"do_finalize": True, "gemm1_lora_delta": None}}}
+                            "when": {"do_finalize": True, "gemm1_lora_delta": None}},
+        # The routing kernel writes the top-k ids and weights when the caller gives buffers
+        # for them (docs/op-audit; the declaration lists neither).
+        "also_mutates": ("topk_ids", "topk_weights")}
        for loader in ("_build_trtllm_moe_namespace", "_get_trtllm_moe_sm100_module_impl")},
     # Outside min-latency mode (which the public function refuses on every arch it builds)
     # the kernel returns `[output, three scratch tensors it allocates]`; FlashInfer's fake

@@ -45,6 +45,14 @@ NOT_IMPORTABLE = {
 }
 
 
+# Equal, but Dynamo inlined the declared function instead of calling its operator: the
+# declaration's narrowing does not take the call this sweep's generic arguments make. Named, so
+# that no other declaration passes this way unnoticed.
+NOT_THROUGH_THE_OPERATOR = {
+    "flashinfer.page:_nvfp4_quantize_append_paged_kv_cache_with_slot_mapping_kernel",  # 0.7.4
+}
+
+
 @pytest.mark.parametrize("release", ["0.6.16", "0.7.4"])
 def test_every_woken_declaration_equals_eager_compiled(preload, release, tmp_path):
     env = clean_env(
@@ -62,13 +70,14 @@ def test_every_woken_declaration_equals_eager_compiled(preload, release, tmp_pat
     equal = [k for k, v in status.items() if v == "equal"]
     shipped = {k: v for k, v in status.items() if v.startswith("not woken: ")}
     wrong = {k: v for k, v in status.items()
-             if v != "equal" and k not in shipped and NOT_IMPORTABLE.get(k) != v}
+             if v != "equal" and k not in shipped and NOT_IMPORTABLE.get(k) != v
+             and not (v == "equal, traced as shipped" and k in NOT_THROUGH_THE_OPERATOR)}
     unexplained = {k: v for k, v in shipped.items()
                    if not any(v[len("not woken: "):].startswith(why) for why in LEFT_AS_SHIPPED)}
     assert not wrong, wrong
     assert not unexplained, unexplained
-    # Most of what FlashInfer declares is woken and checked on values (0.6.16: 119 declaring
-    # functions, 0.7.4: 204).
-    assert len(equal) >= {"0.6.16": 70, "0.7.4": 150}[release], (len(equal), shipped)
+    # Most of what FlashInfer declares is woken and checked on values (0.6.16: 80 of 119
+    # declaring functions, 0.7.4: 152 of 204, on 2026-12-01).
+    assert len(equal) >= {"0.6.16": 80, "0.7.4": 152}[release], (len(equal), shipped)
     # Every woken operator that ran was checked at its first real run, and agreed.
     assert got["checks"] and set(got["checks"].values()) == {"agrees"}, got["checks"]

@@ -46,6 +46,11 @@ def _mix(values):
                 total += float(t.detach().float().sum()) * 1e-3
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             total += float(value) * 1e-2
+        if isinstance(value, (list, tuple)) and value and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value):
+            # A plan vector: a list of ints in eager, the same ints as a tensor under compile
+            # (hooks/attention_plans.py); both count alike.
+            total += float(sum(value)) * 1e-3
     return round(total, 3)
 
 
@@ -71,7 +76,12 @@ class StandIn:
         # fresh, ...)": cutlass_fused_moe), whose fake FlashInfer does not have.
         self.rest_fake = rest_fake
 
+    traced = False
+
     def __call__(self, values):
+        if torch.compiler.is_compiling():
+            # Dynamo is tracing the declared function itself, not calling its operator.
+            self.traced = True
         row = self.row
         mix = _mix(values)
         if row["rng"] and "generator" in values and values.get("seed") is None:

@@ -28,6 +28,7 @@ import sys
 import time
 import types
 import typing
+import zlib
 
 import torch
 import torch._inductor.config
@@ -140,8 +141,11 @@ def _value(name, hint, shape, writes):
     origin, members = typing.get_origin(hint), typing.get_args(hint)
     if name in ("seed", "offset") and type(None) in members:
         return None  # drawn from the generator, as when a caller gives no seed
+    if name == "plan_info_vec":
+        # As attention_plans hands it to a compiled graph: an int64 CPU tensor.
+        return torch.tensor([2, 2], dtype=torch.int64)
     if hint is torch.Tensor:
-        g = torch.Generator().manual_seed(hash(name) % 1000)
+        g = torch.Generator().manual_seed(zlib.crc32(name.encode()) % 1000)
         return torch.randn(shape, generator=g)
     if origin is typing.Union or isinstance(hint, types.UnionType):
         present = [m for m in members if m is not type(None)]
@@ -188,10 +192,16 @@ def arguments(fn, row, fake, keep_result):
             if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY, p.KEYWORD_ONLY):
                 continue
             hint = hints.get(p.name, p.annotation)
-            if p.default is not p.empty and not _may_be_tensor(hint):
-                values[p.name] = p.default  # as callers call it
+            if p.default is not p.empty and (not _may_be_tensor(hint) or (
+                    p.default is None and p.name not in row["writes"])):
+                # As callers call it; an optional buffer the kernel writes is given, to see
+                # the write (single decode's `maybe_lse`).
+                values[p.name] = p.default
             else:
                 values[p.name] = _value(p.name, hint, shape, row["writes"])
+        # The values the operator takes a given-buffer call with (hooks/op_corrections.py).
+        when = ops_module().op_corrections.of(fn).get("result_is_given", {}).get("when", {})
+        values.update({k: v for k, v in when.items() if k in values})
         if fake is None or not keep_result:
             return values
         try:
@@ -361,6 +371,10 @@ def main():
             verdict = {mode: results[mode][i] for mode in results}
             status[key] = ("equal" if set(verdict.values()) == {"equal"} else
                            "; ".join(f"{m}: {v}" for m, v in verdict.items() if v != "equal"))
+            if status[key] == "equal" and STANDINS[key].traced:
+                # Dynamo inlined the declared function (a narrowed call that did not fit):
+                # equal, but not through the operator.
+                status[key] = "equal, traced as shipped"
     checks = ops.status().get("fake checks", {})
     print("RESULT " + json.dumps({"release": RELEASE, "status": status, "checks": checks}),
           flush=True)
