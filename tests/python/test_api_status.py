@@ -7,6 +7,7 @@ fail. The whole table takes ~3 minutes per release on two cores (scripts/api-sta
 subset well under one. Each traced op's fake is checked again against FlashInfer's own shape
 arithmetic (trace_all.check_fake)."""
 import json
+import re
 
 from conftest import ROOT, clean_env, run
 from test_cute_dsl_fake import CUTLASS_PYTHON
@@ -19,6 +20,12 @@ PER_FAMILY = 2
 # Always in the subset: 0.7.4's per-stream scratch lookup, a run-time operator under compile
 # (hooks/stream_scratch.py), and a prefill run after its plan() on host index pointers.
 ALWAYS = ["top_k_renorm_probs", "BatchPrefillWithPagedKVCacheWrapper.run"]
+
+
+def _unnumbered(operators):
+    """Operator names without the count a declaration woken again in one process gets
+    (`top_k_renorm_probs_4`: the whole table's process loads each module per device answer)."""
+    return sorted({re.sub(r"_\d+\.default$", ".default", o) for o in operators})
 
 
 def subset(table):
@@ -65,7 +72,8 @@ def test_ops_that_traced_still_trace(preload, tmp_path):
     # only (where the shipped table names one).
     for name in names:
         if shipped["ops"][name].get("operators"):
-            assert new["ops"][name]["operators"] == shipped["ops"][name]["operators"], name
+            assert (_unnumbered(new["ops"][name]["operators"])
+                    == _unnumbered(shipped["ops"][name]["operators"])), name
     assert "dynafold_flashinfer.stream_scratch.default" in \
         new["ops"]["top_k_renorm_probs"]["operators"], new["ops"]["top_k_renorm_probs"]
     # A fake that agreed with FlashInfer's own shape arithmetic still does.
