@@ -45,6 +45,10 @@ RULES = [
     (r"SourcelessBuilder\.create does not know how to wrap <class '[\w.]*_Built'>",
      "carries FlashInfer's JIT module object itself through the traced path (no operator "
      "boundary around its kernels), a break on a GPU too"),
+    (r"Unexpected keyword arguments: \['(\w+)'\]",
+     "under Dynamo, binding the keyword argument `{0}` raises TypeError where eager Python "
+     "does not (FlashInfer's backend_requirement wrapper passes it on): a break on a GPU too; "
+     "the cause, Dynamo's or dynafold's, not yet found"),
     (r"Unsupported context manager",
      "enters a context manager Dynamo cannot trace (FlashInfer's autotuner or device scope) on "
      "the traced path, a break on a GPU too"),

@@ -89,6 +89,7 @@ def _clear_device_caches():
 
 
 class _Built(types.SimpleNamespace):
+    __hash__ = object.__hash__  # FlashInfer caches per module object (a dict key)
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)

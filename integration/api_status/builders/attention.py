@@ -236,7 +236,21 @@ def _fmha_varlen(t, fi):
             (t(8, H, D), t(8, H, D), t(8, H, D), _i(3), _i(3)))
 
 
+def _decode_sink_run(method):
+    def build(t, fi):
+        w = fi.BatchDecodeWithAttentionSinkWrapper(_ws(), "NHD", q_data_type=BF16,
+                                                   kv_data_type=BF16, head_dim_qk=D,
+                                                   head_dim_vo=D)
+        _plan(w.plan, _host(0, 1, 2), _host(0, 1), _host(1, 1), H, H, D, PAGE,
+              q_data_type=BF16, kv_data_type=BF16)
+        return ((lambda q, c, s: getattr(w, method)(q, c, sinks=s)),
+                (t(2, H, D), t(PAGES, 2, PAGE, H, D), t(H, dtype=torch.float32)))
+    return build
+
+
 BUILDERS.update({
+    **{f"BatchDecodeWithAttentionSinkWrapper.{m}": _decode_sink_run(m)
+       for m in ("run", "forward", "forward_return_lse")},
     "BatchDecodeWithSharedPrefixPagedKVCacheWrapper.forward":
         _shared_prefix("BatchDecodeWithSharedPrefixPagedKVCacheWrapper"),
     "BatchPrefillWithSharedPrefixPagedKVCacheWrapper.forward":
