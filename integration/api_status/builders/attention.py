@@ -42,6 +42,9 @@ class _HostPlan(TorchDispatchMode):
 
 def _plan(plan, *args, **kwargs):
     fake = torch._guards.detect_fake_mode()
+    if fake is None:  # real tensors (integration/gpu/api_status_check.py on the H200)
+        plan(*args, **kwargs)
+        return
     # CUDA counts as initialised meanwhile, as in a server: `.to("cuda")` asks torch to
     # initialise it before dispatch, and this machine has no driver (the copy goes fake).
     # `with torch.cuda.device(...)` likewise: the one stand-in device is always current; and
