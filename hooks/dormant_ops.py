@@ -40,6 +40,8 @@ This module keeps the eager path exactly as FlashInfer ships it and gives Dynamo
    decorator is replaced by one that makes the same wrapper and remembers what it wraps; at
    compile start Dynamo is told to call the wrapped function instead, so eager calls log as
    before and the logging stays out of the traced path.
+8. FlashInfer 0.7.4's per-stream scratch lookup (`_get_stream_cache_buf`) becomes a run-time
+   operator under compile (hooks/stream_scratch.py says why).
 
 Nothing user-supplied reaches generated source: there is no generated source.
 """

@@ -33,7 +33,11 @@ RULES = [
      "machine has no network): not traced here"),
     (r"method `now` of class",
      "reads the clock (datetime.now, a timing log) on the traced path, a break on a GPU too"),
-    (r"got an unexpected keyword argument '(\w+)'|missing \d+ required \w+ argument",
+    (r"the function `(frozenset|set|list|dict|tuple)\[",
+     "subscripts a builtin type (`{0}[...]`, a type annotation evaluated at call time) on the "
+     "traced path, a break on a GPU too"),
+    (r"got an unexpected keyword argument '(\w+)'|missing \d+ required \w+ argument|"
+     r"Unsupported backend for",
      "this release's signature differs from the builder's call (written for 0.7.4): not "
      "traced here"),
     (r"trace the Python builtin `_warnings\.warn`",
@@ -41,6 +45,10 @@ RULES = [
     (r"SourcelessBuilder\.create does not know how to wrap <class '[\w.]*_Built'>",
      "carries FlashInfer's JIT module object itself through the traced path (no operator "
      "boundary around its kernels), a break on a GPU too"),
+    (r"Unexpected keyword arguments: \['(\w+)'\]",
+     "under Dynamo, binding the keyword argument `{0}` raises TypeError where eager Python "
+     "does not (FlashInfer's backend_requirement wrapper passes it on): a break on a GPU too; "
+     "the cause, Dynamo's or dynafold's, not yet found"),
     (r"Unsupported context manager",
      "enters a context manager Dynamo cannot trace (FlashInfer's autotuner or device scope) on "
      "the traced path, a break on a GPU too"),
@@ -62,6 +70,9 @@ def reason(error, eager=()):
     run eagerly, stopped (trace_all.eager_error): where the trace died inside dynafold's
     kernel stand-in without its name, the kernel the eager run reached names it."""
     if "was called inside a compiled region" in (error or ""):
+        # Only the stand-in kernels are disabled functions, made when a JIT module's attribute
+        # is read: the trace reached one outside any declared op, named or not.
+        error = "jit_module.a_function_of_it"
         for line in eager:
             m = re.match(r"NotImplementedError: (\w+): a JIT kernel", line or "")
             if m:
@@ -69,5 +80,7 @@ def reason(error, eager=()):
     for pattern, text in RULES:
         m = re.search(pattern, error or "")
         if m:
-            return text.format(*m.groups())
+            return text.format(*m.groups()).replace(
+                "function `a_function_of_it`", "function (which one: the eager run stops "
+                "before it)")
     return None

@@ -13,6 +13,10 @@ Dynamo; the kernels are never run (under FakeTensorMode the operators' fakes ans
    ints, as FlashInfer's scheduler does (its values only reach kernels that never run here).
 4. No CUDA graph is being captured (`torch.cuda.is_current_stream_capturing()` is False: it
    asks the driver, which this machine lacks).
+5. Triton finds a GPU (`torch.utils._triton.has_triton()` is True, as on the H200): Dynamo
+   recognises a Triton kernel launch (FlashInfer's Triton kernels: page indices, segment
+   GEMM) and puts it in the graph as its kernel wrapper only where it does; without a GPU it
+   traces into Triton's launcher instead (environment reads, a break no GPU run has).
 6. The trtllm-gen modules' builds (`gen_*fused_moe*_module`, `gen_trtllm_gen_*_module`: cubins
    FlashInfer downloads before it builds, and this machine has no network) give a spec whose
    `build_and_load` is (2)'s and no cubin library paths; `setup_cubin_loader` does nothing.
@@ -20,10 +24,8 @@ Dynamo; the kernels are never run (under FakeTensorMode the operators' fakes ans
    branch's tests/python/helpers/blackwell_standins.py does for the fused MoE).
 7. The device switch Dynamo makes at trace time for `with torch.cuda.device(...)` (a driver
    call) answers device 0, the only one.
-5. Triton finds a GPU (`torch.utils._triton.has_triton()` is True, as on the H200): Dynamo
-   recognises a Triton kernel launch (FlashInfer's Triton kernels: page indices, segment
-   GEMM) and puts it in the graph as its kernel wrapper only where it does; without a GPU it
-   traces into Triton's launcher instead (environment reads, a break no GPU run has).
+8. No network: FlashInfer's cubin download (`download_file`) fails at once, where it would
+   retry with backoff for minutes; what needs the cubins then fails as it would offline.
 """
 import collections
 import contextlib
@@ -87,6 +89,7 @@ def _clear_device_caches():
 
 
 class _Built(types.SimpleNamespace):
+    __hash__ = object.__hash__  # FlashInfer caches per module object (a dict key)
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
@@ -200,6 +203,10 @@ def install():
     are imported (the build stand-ins apply to the modules loaded then)."""
     _trtllm_gen_builds()
     _device_switch()
+    for name, module in list(sys.modules.items()):
+        if name.startswith("flashinfer") and module is not None and callable(
+                vars(module).get("download_file")):
+            module.download_file = lambda *args, **kwargs: False
     torch.cuda.get_device_properties = _properties
     torch.cuda.get_device_capability = _capability
     torch.cuda.current_device = lambda: 0

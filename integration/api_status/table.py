@@ -54,11 +54,23 @@ def _detail(row):
         where = ", ".join(row.get("evidence", [])) or (f"sm{row.get('sm', 90)} stand-in")
         ops = ", ".join(o.replace("dynafold_flashinfer.", "").replace(".default", "")
                         for o in row.get("operators", [])) or "no FlashInfer operator"
-        return f"{where}; {ops}"
+        check = row.get("fake_check")
+        return f"{where}; {ops}" + (f"; fake check: {check}" if check else "")
     text = row.get("reason") or row.get("error", "")
+    if row["status"] == "fails" and row.get("reason"):
+        text += f" (error: {row.get('error', '')[:200]})"
     if row["status"] == "by design":
         text += "; confirmed by its trace" if row.get("confirmed") else "; not traced here"
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _checks(ops):
+    counts = {}
+    for row in ops.values():
+        if row["status"] in TRACES:
+            check = row.get("fake_check", "not checked")
+            counts[check] = counts.get(check, 0) + 1
+    return counts
 
 
 def markdown(table):
@@ -76,7 +88,10 @@ def markdown(table):
     lines += [f"| **all public tensor ops** | **{n}** |", "",
               f"Traces: {traced} of {n} ({100 * traced / max(n, 1):.1f}%); of the {judged} "
               f"neither out of scope nor not compilable by design: "
-              f"{100 * traced / max(judged, 1):.1f}%.", "",
+              f"{100 * traced / max(judged, 1):.1f}%. Fake checks of the traced ops against "
+              f"FlashInfer's own shape arithmetic: "
+              + ", ".join(f"{k} {v}" for k, v in sorted(_checks(table["ops"]).items()))
+              + ".", "",
               "| op | module | status | evidence, operators or reason |",
               "| --- | --- | --- | --- |"]
     for name in sorted(table["ops"]):

@@ -65,7 +65,10 @@ def verdict(name, entry):
     if owner is not None and _is_autograd(owner):
         return ("out of scope", "a torch.autograd.Function's method: autograd calls it, "
                 "through the public function that applies it")
-    if method in HOUSEKEEPING:
+    if method.startswith("supports_"):
+        return ("out of scope", "a capability query (returns whether the op supports these "
+                "tensors), not an op: a server asks it once, outside any compiled forward")
+    if method in HOUSEKEEPING or method.endswith("_workspace_size"):
         return ("out of scope", "wrapper set-up (workspace buffers), called once outside the "
                 "forward")
     if "backward" in name or "_train" in entry["module"] or "_train" in name:

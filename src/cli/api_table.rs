@@ -56,8 +56,8 @@ pub fn lines(release: &str) -> Option<Vec<(String, String)>> {
     Some(out)
 }
 
-/// Why the op has its status: the evidence or operators when it traces, else the reason or
-/// the error's first line.
+/// Why the op has its status: the evidence or operators (and the fake check) when it traces,
+/// else the reason or the error's first line.
 fn detail(row: &Value) -> String {
     let text = |key: &str| {
         row.get(key)
@@ -77,16 +77,25 @@ fn detail(row: &Value) -> String {
                 .as_array()
                 .map(|a| a.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
+            let check = text("fake_check");
             format!(
-                "sm{} stand-in; {}",
+                "sm{} stand-in; {}{}",
                 row["sm"].as_u64().unwrap_or(90),
                 if ops.is_empty() {
                     "no FlashInfer operator".to_owned()
                 } else {
                     ops.join(", ")
+                },
+                if check.is_empty() {
+                    String::new()
+                } else {
+                    format!("; fake check: {check}")
                 }
             )
         }
+        // The named reason (what a GPU run would meet, or what this machine lacks), else the
+        // error's first line.
+        Some("fails") if !text("reason").is_empty() => text("reason"),
         Some("fails") => text("error"),
         _ => text("reason"),
     }

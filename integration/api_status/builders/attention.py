@@ -42,6 +42,9 @@ class _HostPlan(TorchDispatchMode):
 
 def _plan(plan, *args, **kwargs):
     fake = torch._guards.detect_fake_mode()
+    if fake is None:  # real tensors (integration/gpu/api_status_check.py on the H200)
+        plan(*args, **kwargs)
+        return
     # CUDA counts as initialised meanwhile, as in a server: `.to("cuda")` asks torch to
     # initialise it before dispatch, and this machine has no driver (the copy goes fake).
     # `with torch.cuda.device(...)` likewise: the one stand-in device is always current; and
@@ -236,7 +239,21 @@ def _fmha_varlen(t, fi):
             (t(8, H, D), t(8, H, D), t(8, H, D), _i(3), _i(3)))
 
 
+def _decode_sink_run(method):
+    def build(t, fi):
+        w = fi.BatchDecodeWithAttentionSinkWrapper(_ws(), "NHD", q_data_type=BF16,
+                                                   kv_data_type=BF16, head_dim_qk=D,
+                                                   head_dim_vo=D)
+        _plan(w.plan, _host(0, 1, 2), _host(0, 1), _host(1, 1), H, H, D, PAGE,
+              q_data_type=BF16, kv_data_type=BF16)
+        return ((lambda q, c, s: getattr(w, method)(q, c, sinks=s)),
+                (t(2, H, D), t(PAGES, 2, PAGE, H, D), t(H, dtype=torch.float32)))
+    return build
+
+
 BUILDERS.update({
+    **{f"BatchDecodeWithAttentionSinkWrapper.{m}": _decode_sink_run(m)
+       for m in ("run", "forward", "forward_return_lse")},
     "BatchDecodeWithSharedPrefixPagedKVCacheWrapper.forward":
         _shared_prefix("BatchDecodeWithSharedPrefixPagedKVCacheWrapper"),
     "BatchPrefillWithSharedPrefixPagedKVCacheWrapper.forward":

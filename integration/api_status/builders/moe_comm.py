@@ -65,14 +65,20 @@ def _cutlass_fp4(t, fi):
 
 
 def _topk_deepseek(t, fi):
+    """DeepSeek-V3 routing: 256 experts in 8 groups, 4 groups kept, top 8."""
     from flashinfer import fused_moe
-    return (lambda logits, bias: fused_moe.fused_topk_deepseek(logits, bias, 8, 1, 4, TOP_K,
-                                                               2.5),
-            (t(M, 256, dtype=F32), t(256, dtype=F32)))
+
+    def f(scores, bias, values, indices):
+        fused_moe.fused_topk_deepseek(scores, bias, 8, 4, 8, 2.5, values, indices,
+                                      launch_with_pdl=False)
+        return values, indices
+    return f, (t(M, 256, dtype=F32), t(256, dtype=F32), t(M, 8, dtype=F32),
+               t(M, 8, dtype=torch.int32))
 
 
 BUILDERS = {
     "trtllm_fp4_block_scale_moe": _trtllm_fp4,
     "trtllm_fp4_block_scale_routed_moe": _trtllm_fp4_routed,
     "cutlass_fused_moe": _cutlass_fp4,
+    "fused_topk_deepseek": _topk_deepseek,
 }
