@@ -85,7 +85,9 @@ def _rope(name, by_pos, inplace):
         if by_pos:
             where = (torch.zeros(TOK, device="cuda", dtype=torch.int32),)
         else:
-            where = (torch.zeros(2, device="cuda", dtype=torch.int32),
+            # One request holding every token (indptr [0, TOK]): with [0, 0] the kernel
+            # rotates nothing and the out-of-place results are never written.
+            where = (torch.tensor([0, TOK], device="cuda", dtype=torch.int32),
                      torch.zeros(1, device="cuda", dtype=torch.int32))
         if inplace:
             def f(q, k, *w):

@@ -61,7 +61,10 @@ PAGES, PAGE, KVH, D = 8, 16, 2, 128
 
 
 def _kv_indexing(nnz=4):
-    return (_i(nnz), _i(nnz), _i(PAGES), _i(B + 1), _i(B, fill=1))
+    # Each token at a position of its own (all in request 0's first page): tokens sharing a
+    # slot race on a GPU, so eager and compiled would each keep another token's values.
+    positions = torch.arange(nnz, device="cuda", dtype=I32)
+    return (_i(nnz), positions, _i(PAGES), _i(B + 1), _i(B, fill=1))
 
 
 def _append_paged_kv_cache(t, fi):
