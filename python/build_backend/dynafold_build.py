@@ -114,9 +114,10 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
     return maturin.build_editable(wheel_directory, _maturin_settings(config_settings, triple), metadata_directory)
 
 
-# Beyond the workspace members: the files the crates include_str! (hooks/), cargo's own
-# settings (.cargo/config.toml: pyo3 must not link libpython), and the Python side.
-SDIST_TREES = ("hooks", ".cargo", "python/dynafold", "python/build_backend")
+# Beyond the workspace members: the files the crates include_str! (hooks/, and the public-API
+# tables `doctor --ops` ships, docs/api-status/), cargo's own settings (.cargo/config.toml: pyo3
+# must not link libpython), and the Python side.
+SDIST_TREES = ("hooks", "docs/api-status", ".cargo", "python/dynafold", "python/build_backend")
 SKIPPED = {"target", "__pycache__", ".git"}
 
 
