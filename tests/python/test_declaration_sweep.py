@@ -18,8 +18,8 @@ declarations are there.
 """
 import pytest
 
-from conftest import CACHE, ROOT, clean_env, result_of, run
-from test_fold import flashinfer_path, release_text, toolkit
+from conftest import CACHE, ROOT, result_of, run
+from test_op_semantics import standin_env
 
 HELPER = ROOT / "tests" / "python" / "helpers" / "declaration_sweep.py"
 PYTHON = CACHE / "venv-sglang0.5.23-torch2.14.1" / "bin" / "python"
@@ -55,14 +55,7 @@ NOT_THROUGH_THE_OPERATOR = {
 
 @pytest.mark.parametrize("release", ["0.6.16", "0.7.4"])
 def test_every_woken_declaration_equals_eager_compiled(preload, release, tmp_path):
-    env = clean_env(
-        PYTHONPATH=f"{flashinfer_path(release)}:{HELPER.parent}",
-        CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")),
-        FLASHINFER_WORKSPACE_BASE=str(tmp_path / "fi-workspace"),
-        FLASHINFER_USE_CUDA_NORM="1",
-        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
-        LD_PRELOAD=preload,
-    )
+    env = standin_env(release, tmp_path, preload)
     r = run([str(PYTHON), "-W", "error::UserWarning", str(HELPER)], env, timeout=1200)
     got = result_of(r)
     assert got["release"] == release

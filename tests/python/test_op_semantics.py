@@ -26,8 +26,9 @@ HELPER = ROOT / "tests" / "python" / "helpers" / "op_semantics.py"
 RELEASES = ["0.6.16", "0.7.4"]
 
 
-def semantics(release, tmp_path, preload, *args):
-    env = clean_env(
+def standin_env(release, tmp_path, preload):
+    """The environment of a value check on CPU stand-ins: FlashInfer `release`, a fake nvcc."""
+    return clean_env(
         PYTHONPATH=f"{flashinfer_path(release)}:{HELPER.parent}",
         CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")),
         FLASHINFER_WORKSPACE_BASE=str(tmp_path / "fi-workspace"),
@@ -37,6 +38,10 @@ def semantics(release, tmp_path, preload, *args):
         TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
         LD_PRELOAD=preload,
     )
+
+
+def semantics(release, tmp_path, preload, *args):
+    env = standin_env(release, tmp_path, preload)
     r = run([str(PYTHON), "-W", "error::UserWarning", str(HELPER), *args], env, timeout=900)
     return result_of(r), r.stderr.decode()
 

@@ -37,6 +37,7 @@ import flashinfer
 import flashinfer.utils as fi_utils
 from audit_standins import StandIn, rows
 from declarations import declarations
+from value_compare import clone as _clone, same as _same
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 AUDIT = json.loads((ROOT / "docs" / "op-audit" / "audit.json").read_text())
@@ -214,26 +215,6 @@ def arguments(fn, row, fake, keep_result):
 
 
 # --- compile and compare ------------------------------------------------------------------
-
-
-def _clone(x):
-    if isinstance(x, torch.Tensor):
-        return x.clone()
-    if isinstance(x, list):
-        return [_clone(v) for v in x]
-    return x
-
-
-def _same(a, b):
-    if isinstance(a, torch.Tensor):
-        return (isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype
-                and torch.equal(a, b))
-    if isinstance(a, (list, tuple)):
-        return (isinstance(b, (list, tuple)) and len(a) == len(b)
-                and all(_same(x, y) for x, y in zip(a, b)))
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return a == b
 
 
 def _group(entries):

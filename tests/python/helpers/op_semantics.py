@@ -16,6 +16,7 @@ import flashinfer.decode as decode
 import flashinfer.norm as norm
 import flashinfer.sampling as sampling
 import standin_kernels as standins
+from value_compare import clone, same
 
 try:
     import flashinfer.topk as topk
@@ -25,24 +26,6 @@ except ImportError:
 standins.install({"decode": decode, "norm": norm, "sampling": sampling, "topk": topk})
 GENERATOR = standins.PhiloxState()
 sampling.get_default_generators = lambda device: GENERATOR
-
-
-def clone(x):
-    if isinstance(x, torch.Tensor):
-        return x.clone()
-    if isinstance(x, (list, tuple)):
-        return type(x)(clone(v) for v in x)
-    return x
-
-
-def same(a, b):
-    if isinstance(a, torch.Tensor):
-        return (isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype
-                and torch.equal(a, b))
-    if isinstance(a, (list, tuple)):
-        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(
-            same(x, y) for x, y in zip(a, b))
-    return a == b
 
 
 def show(x):
