@@ -109,16 +109,42 @@ fn read(
     })
 }
 
-/// FlashInfer 0.2/0.3 read torch's `cpp_extension.CUDA_HOME`; only then must the resolver ask
-/// torch for it (the Python side does, since that is an import).
+/// FlashInfer 0.2/0.3 import torch's `cpp_extension.CUDA_HOME`; only then must the resolver ask
+/// torch for it (the Python side does, since that is an import). Later releases import other
+/// names from `cpp_extension` inside functions and read `CUDA_HOME` from the environment:
+/// asking torch there would import `cpp_extension` (and setuptools, seconds of start-up on a
+/// small machine) where FlashInfer itself never does at import.
 #[pyfunction]
 fn reads_torch_cuda_home(data: &Bound<'_, PyAny>) -> bool {
-    let Ok(bytes) = data.cast::<PyBytes>() else {
-        return false;
-    };
-    let bytes = bytes.as_bytes();
-    let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
-    has(b"from torch.utils.cpp_extension import") && has(b"CUDA_HOME")
+    data.cast::<PyBytes>()
+        .is_ok_and(|bytes| imports_torch_cuda_home(bytes.as_bytes()))
+}
+
+/// Whether a `from torch.utils.cpp_extension import ...` statement names `CUDA_HOME`.
+fn imports_torch_cuda_home(source: &[u8]) -> bool {
+    const IMPORT: &[u8] = b"from torch.utils.cpp_extension import";
+    let mut rest = source;
+    while let Some(at) = rest.windows(IMPORT.len()).position(|w| w == IMPORT) {
+        let after = &rest[at + IMPORT.len()..];
+        let names = after.trim_ascii_start();
+        // A parenthesised list runs to its `)`, a plain one to the end of the line.
+        let end = if names.first() == Some(&b'(') {
+            names.iter().position(|&c| c == b')')
+        } else {
+            names.iter().position(|&c| c == b'\n')
+        }
+        .unwrap_or(names.len());
+        let statement = &names[..end];
+        let is_word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+        let named = statement
+            .split(|&c| !is_word(c))
+            .any(|word| word == b"CUDA_HOME");
+        if named {
+            return true;
+        }
+        rest = after;
+    }
+    false
 }
 
 /// Starts folding `data`; None (logged) when it cannot start.
@@ -331,4 +357,26 @@ fn globals_for<'py>(py: Python<'py>, rewritten: &Rewritten) -> PyResult<Bound<'p
     info.set_item("values", values)?;
     globals.set_item("__dynafold__", info)?;
     Ok(globals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::imports_torch_cuda_home;
+
+    #[test]
+    fn only_an_import_naming_cuda_home_counts() {
+        // FlashInfer 0.3.1's cpp_ext.py: a module-level import of CUDA_HOME.
+        let v031 = b"import torch\nfrom torch.utils.cpp_extension import (\n    _TORCH_PATH,\n    CUDA_HOME,\n    _get_num_workers,\n)\n";
+        assert!(imports_torch_cuda_home(v031));
+        assert!(imports_torch_cuda_home(
+            b"from torch.utils.cpp_extension import CUDA_HOME\n"
+        ));
+        // 0.6/0.7: other names, inside a function, and CUDA_HOME from the environment.
+        let v074 = b"    cuda_home = os.environ.get(\"CUDA_HOME\")\n\ndef f():\n    from torch.utils.cpp_extension import check_compiler_is_gcc, get_cxx_compiler\n";
+        assert!(!imports_torch_cuda_home(v074));
+        assert!(!imports_torch_cuda_home(
+            b"from torch.utils.cpp_extension import CUDA_HOME_X\n"
+        ));
+        assert!(!imports_torch_cuda_home(b""));
+    }
 }
