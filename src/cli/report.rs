@@ -14,7 +14,8 @@ pub struct Output {
 
 /// The merged report; a folder that cannot be listed is a one-line error. Reading no report
 /// at all exits 1, so a script cannot take a wrong folder or a folder of junk for a run
-/// without breaks; a run folder of `dynafold run` with no file is that run's answer, 0 breaks.
+/// without breaks; a run folder of `dynafold run` with no file is that run's answer: no
+/// process loaded Dynamo, so none could break.
 pub fn run(dir: &Path, json: bool) -> Result<Output, String> {
     let merged =
         merge_newest_run(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
@@ -93,7 +94,8 @@ mod tests {
         let out = run(dir.path(), false).unwrap();
         assert_eq!(out.code, 0, "{out:?}");
         assert!(
-            out.stdout.starts_with("dynafold: 0 graph breaks"),
+            out.stdout
+                .starts_with("dynafold: no graph breaks in 0 processes"),
             "{out:?}"
         );
         assert!(

@@ -193,10 +193,11 @@ pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
     signals::forward_to(0);
     signals::restore_defaults(&signals);
     if let Some(dir) = &run_dir {
-        // Processes write a report file at their first break only: none means none broke.
+        // Every process that watched for breaks (one that loaded torch's Dynamo) left a file,
+        // with or without breaks in it: none means no process watched.
         match crate::report::merge_newest_run(dir) {
             Ok(m) if m.files.is_empty() && m.skipped.is_empty() => eprintln!(
-                "dynafold: no graph breaks recorded in any process (report folder {})",
+                "dynafold: no process watched for graph breaks (none loaded torch's Dynamo; report folder {})",
                 dir.display()
             ),
             Ok(m) => eprintln!("{}", crate::report::table::render(&m)),

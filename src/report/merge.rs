@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::covered::is_covered;
-use super::record::{Line, Record, SiteKey};
+use super::record::{Line, ProcessLine, Record, SiteKey};
 use super::runs::select;
 
 /// One site across every process that hit it.
@@ -205,10 +205,10 @@ pub fn merge_texts(inputs: Vec<(String, String)>) -> Merged {
     let mut merged = Merged::default();
     let mut sites: BTreeMap<SiteKey, Site> = BTreeMap::new();
     for (name, text) in inputs {
-        let (per_file, torn, bad) = read_file(&text);
-        // A process writes its file at its first break, so a file without one whole record
-        // is not a process that broke: junk, or one killed before its first line was out.
-        if per_file.is_empty() {
+        let (per_file, watched, torn, bad) = read_file(&text);
+        // A process's file starts with its process line (sink.rs), so a file with neither that
+        // nor a record is not a process: junk, or one killed before its first line was out.
+        if per_file.is_empty() && !watched {
             merged.skipped.push(format!(
                 "{name}: not a report: no record in it ({})",
                 match (torn, bad) {
@@ -252,12 +252,17 @@ pub fn sort_sites(sites: &mut [Site]) {
 type PerFile = BTreeMap<SiteKey, (u64, String, Vec<Record>)>;
 
 /// Per site in one process file: the highest running count seen (lines may be lost only at
-/// the end), the host, and the records (first one first); then its torn and bad line counts.
-fn read_file(text: &str) -> (PerFile, usize, usize) {
-    let (mut torn, mut bad) = (0, 0);
+/// the end), the host, and the records (first one first); then whether it holds a process
+/// line, and its torn and bad line counts.
+fn read_file(text: &str) -> (PerFile, bool, usize, usize) {
+    let (mut watched, mut torn, mut bad) = (false, 0, 0);
     let mut out: PerFile = BTreeMap::new();
     let last = text.lines().filter(|l| !l.trim().is_empty()).count();
     for (i, raw) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
+        if serde_json::from_str::<ProcessLine>(raw).is_ok() {
+            watched = true;
+            continue;
+        }
         let line: Line = match serde_json::from_str(raw) {
             Ok(l) => l,
             Err(_) if i + 1 == last && !text.ends_with('\n') => {
@@ -275,7 +280,7 @@ fn read_file(text: &str) -> (PerFile, usize, usize) {
         entry.0 = entry.0.max(line.count);
         entry.2.push(line.record);
     }
-    (out, torn, bad)
+    (out, watched, torn, bad)
 }
 
 #[cfg(test)]

@@ -10,5 +10,5 @@ pub mod table;
 
 pub use covered::is_covered;
 pub use merge::{merge_dir, merge_newest_run, Merged, Site};
-pub use record::{Frame, Line, Record, SiteKey};
+pub use record::{Frame, Line, Process, ProcessLine, Record, SiteKey};
 pub use sink::Recorder;

@@ -159,6 +159,27 @@ fn one() -> u32 {
     1
 }
 
+/// The first line of every report file: the process that watched for breaks. A process
+/// writes it when the observer is installed, so a run without a single break still shows
+/// which processes were watching (`dynafold report` then says "no graph breaks in N
+/// processes"), and an empty folder means no process watched at all.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProcessLine {
+    #[serde(default = "one")]
+    pub v: u32,
+    pub process: Process,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Process {
+    pub pid: u32,
+    #[serde(default)]
+    pub host: String,
+    /// Seconds since the epoch, when the observer was installed.
+    #[serde(default)]
+    pub time: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

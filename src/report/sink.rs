@@ -1,5 +1,7 @@
 //! The per-process recorder: counts sites in memory and, with a report directory, appends one
-//! JSON line per occurrence to `<dir>/dynafold-<host>-<pid>.jsonl`.
+//! JSON line per occurrence to `<dir>/dynafold-<host>-<pid>.jsonl`, after a first line naming
+//! the process (written when the observer is installed, so a process that never breaks is
+//! still seen to have watched).
 //!
 //! One line per occurrence (not per new site): each line carries the site's running count in
 //! this process, so the file is append-only, every line stands alone, and a process killed at
@@ -16,7 +18,7 @@ use std::sync::Mutex;
 use dashmap::DashMap;
 
 use super::merge::Site;
-use super::record::{Line, Record, SiteKey};
+use super::record::{Line, Process, ProcessLine, Record, SiteKey};
 
 /// Attempts at a fresh name when `dynafold-<host>-<pid>.jsonl` already exists (a pid reused
 /// from an earlier run into the same directory).
@@ -127,6 +129,18 @@ impl Recorder {
         self.owner.store(pid, Ordering::Release);
     }
 
+    /// Opens this process's file now (with a report directory), so the run shows the process
+    /// watched even if it never breaks. Called when the observer is installed.
+    pub fn watch(&self) {
+        self.forget_parent_after_fork();
+        if self.dir.is_none() {
+            return;
+        }
+        if let Ok(mut state) = self.file.lock() {
+            self.open_once(&mut state);
+        }
+    }
+
     fn append(&self, line: &Line) {
         let Ok(mut text) = serde_json::to_string(line) else {
             return;
@@ -135,17 +149,39 @@ impl Recorder {
         let Ok(mut state) = self.file.lock() else {
             return;
         };
-        if let FileState::NotOpened = *state {
-            *state = match self.dir.as_deref().map(|d| open_report_file(d, &self.host)) {
-                Some(Ok((file, path))) => FileState::Open { file, path },
-                Some(Err(e)) => {
-                    self.warn_once(&e);
-                    FileState::Failed
-                }
-                None => FileState::Failed,
-            };
+        self.open_once(&mut state);
+        self.write(&mut state, &text);
+    }
+
+    /// A file is opened once per process and starts with the process line.
+    fn open_once(&self, state: &mut FileState) {
+        if !matches!(state, FileState::NotOpened) {
+            return;
         }
-        if let FileState::Open { file, .. } = &mut *state {
+        *state = match self.dir.as_deref().map(|d| open_report_file(d, &self.host)) {
+            Some(Ok((file, path))) => FileState::Open { file, path },
+            Some(Err(e)) => {
+                self.warn_once(&e);
+                FileState::Failed
+            }
+            None => FileState::Failed,
+        };
+        let head = ProcessLine {
+            v: 1,
+            process: Process {
+                pid: std::process::id(),
+                host: self.host.clone(),
+                time: now(),
+            },
+        };
+        if let Ok(mut text) = serde_json::to_string(&head) {
+            text.push('\n');
+            self.write(state, &text);
+        }
+    }
+
+    fn write(&self, state: &mut FileState, text: &str) {
+        if let FileState::Open { file, .. } = state {
             if let Err(e) = file.write_all(text.as_bytes()) {
                 self.warn_once(&e);
                 *state = FileState::Failed;
@@ -193,6 +229,12 @@ fn open_report_file(dir: &Path, host: &str) -> io::Result<(File, PathBuf)> {
         }
     }
     Err(last)
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// The host name, reduced to characters safe in a file name.
@@ -265,14 +307,40 @@ mod tests {
         let meta = std::fs::metadata(&path).unwrap();
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
         let text = std::fs::read_to_string(&path).unwrap();
+        let head: ProcessLine = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(head.process.pid, std::process::id());
         let lines: Vec<Line> = text
             .lines()
+            .skip(1)
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         assert_eq!(
             lines.iter().map(|l| l.count).collect::<Vec<_>>(),
             vec![1, 2, 1, 3]
         );
+    }
+
+    #[test]
+    fn a_watching_process_without_breaks_is_a_process_in_the_merge() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Recorder::new(Some(dir.path().to_path_buf()));
+        r.watch();
+        r.watch();
+        let path = r.path().expect("watch opens the file");
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
+        let merged = crate::report::merge::merge_dir(dir.path()).unwrap();
+        assert_eq!((merged.processes(), merged.total), (1, 0));
+        assert!(merged.skipped.is_empty(), "{:?}", merged.skipped);
+        assert!(crate::report::table::render(&merged)
+            .starts_with("dynafold: no graph breaks in 1 process\n"));
+        // The first break goes under the same process line.
+        r.record(rec(1));
+        let merged = crate::report::merge::merge_dir(dir.path()).unwrap();
+        assert_eq!((merged.processes(), merged.total), (1, 1));
+        // Without a folder, watching writes nothing anywhere.
+        let memory = Recorder::new(None);
+        memory.watch();
+        assert!(memory.path().is_none());
     }
 
     #[test]

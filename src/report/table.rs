@@ -14,21 +14,28 @@ use super::record::Frame;
 pub fn render(merged: &Merged) -> String {
     let mut out = String::new();
     let ranks = merged.ranks();
-    let _ = writeln!(
-        out,
-        "dynafold: {} graph break{} at {} site{} from {} process{}{}",
-        merged.total,
-        plural(merged.total as usize),
-        merged.sites.len(),
-        plural(merged.sites.len()),
+    let processes = format!(
+        "{} process{}",
         merged.processes(),
-        if merged.processes() == 1 { "" } else { "es" },
-        if ranks.is_empty() {
-            String::new()
-        } else {
-            format!(" (ranks {})", ranges(&ranks))
-        }
+        if merged.processes() == 1 { "" } else { "es" }
     );
+    if merged.total == 0 {
+        let _ = writeln!(out, "dynafold: no graph breaks in {processes}");
+    } else {
+        let _ = writeln!(
+            out,
+            "dynafold: {} graph break{} at {} site{} from {processes}{}",
+            merged.total,
+            plural(merged.total as usize),
+            merged.sites.len(),
+            plural(merged.sites.len()),
+            if ranks.is_empty() {
+                String::new()
+            } else {
+                format!(" (ranks {})", ranges(&ranks))
+            }
+        );
+    }
     if let Some(run) = &merged.run {
         let _ = writeln!(out, "  run {run}{}", older_runs(&merged.other_runs));
     }

@@ -68,7 +68,9 @@ pub fn install_observer(py: Python<'_>) -> PyResult<()> {
     )?;
     let sink = Bound::new(py, Sink)?;
     let live: bool = module.call_method1("install", (sink,))?.is_truthy()?;
-    if !live {
+    if live {
+        recorder().watch();
+    } else {
         log::info!("dynafold: no Dynamo hook available; graph breaks are not reported");
     }
     if !ATEXIT_REGISTERED.swap(true, Ordering::AcqRel) {
