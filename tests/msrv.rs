@@ -67,3 +67,44 @@ fn declared_rust_version_covers_every_dependency() {
     let stated = format!("Rust {}.{}+", declared.0, declared.1);
     assert!(readme.contains(&stated), "README does not say {stated}");
 }
+
+/// The declared minimum really builds the workspace. When the toolchain running these tests is
+/// that version (CI's is), the build that made this test binary is the proof; otherwise the
+/// workspace is checked again with `cargo +<minimum>`, which must be installed.
+#[test]
+fn declared_rust_version_builds_the_workspace() {
+    let declared = version(env!("CARGO_PKG_RUST_VERSION"));
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let rustc = std::path::Path::new(&cargo).with_file_name("rustc");
+    let out = Command::new(&rustc)
+        .arg("--version")
+        .output()
+        .expect("rustc beside cargo runs");
+    let running = String::from_utf8_lossy(&out.stdout).into_owned();
+    let running_version = version(running.split_whitespace().nth(1).unwrap_or_default());
+    if running_version == declared {
+        return;
+    }
+    let toolchain = format!("+{}.{}", declared.0, declared.1);
+    let target = concat!(env!("CARGO_MANIFEST_DIR"), "/target/msrv");
+    let out = Command::new("cargo")
+        .args([
+            toolchain.as_str(),
+            "check",
+            "--workspace",
+            "--all-targets",
+            "--offline",
+        ])
+        .env("CARGO_TARGET_DIR", target)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("rustup's cargo runs");
+    assert!(
+        out.status.success(),
+        "{running} runs the tests; `cargo {toolchain} check` (the declared minimum) failed \
+         (install it with `rustup toolchain install {}.{}`):\n{}",
+        declared.0,
+        declared.1,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
