@@ -139,3 +139,17 @@ ensure_cutlass_venv() {
   "$venv/bin/python" -m pip install -q "nvidia-cutlass-dsl==$CUTLASS_DSL_VERSION" || return 1
   touch "$venv/.complete"
 }
+
+# ensure_build_wheelhouse: the wheels of the build requirements pyproject.toml names, downloaded
+# once, so tests/python/test_readme_install.py can run the README's `pip install .` word for
+# word (pip's isolated build takes them from here through PIP_FIND_LINKS, without the network).
+WHEELHOUSE="$DYNAFOLD_CACHE/build-wheelhouse"
+ensure_build_wheelhouse() {
+  local requires
+  requires=$("$VENV/bin/python" -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))') || return 1
+  [ -f "$WHEELHOUSE/.complete" ] && [ "$(cat "$WHEELHOUSE/.complete")" = "$requires" ] && return 0
+  log "downloading the build requirements ($requires) into $WHEELHOUSE"
+  rm -rf "$WHEELHOUSE"
+  printf '%s\n' "$requires" | xargs -d '\n' "$VENV/bin/python" -m pip download -q --only-binary=:all: -d "$WHEELHOUSE" || return 1
+  printf '%s' "$requires" > "$WHEELHOUSE/.complete"
+}

@@ -1,5 +1,6 @@
-"""The pip package: `maturin build` a wheel, install it into a fresh venv without the network,
-and use both entry points as a user would. Slow (a release build of the binary).
+"""The pip package, as the README's install section says word for word (read out of the README
+and run as written in a fresh venv, in the clone: one build, which every test here then uses),
+and both entry points used as a user would. Slow (a release build of the binary).
 
 The wheel is one users can install: manylinux_2_28 (torch's own baseline), as tagged,
 as `auditwheel show` sees it and as every ELF file in it asks of glibc.
@@ -10,6 +11,7 @@ import os
 import pathlib
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -17,7 +19,7 @@ import venv
 
 import pytest
 
-from conftest import ROOT, clean_env, run
+from conftest import CACHE, ROOT, TARGET, clean_env, run
 from test_preload import assert_programs_untouched
 
 # The newest glibc the wheel may need: manylinux_2_28's.
@@ -25,32 +27,77 @@ MANYLINUX = (2, 28)
 # glibc's own libraries (before 2.34 libpthread and libdl were separate files).
 GLIBC_LIBS = {"libc.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1", "libm.so.6"}
 
+# The build requirements' wheels, downloaded by scripts/test (ensure_build_wheelhouse).
+WHEELHOUSE = CACHE / "build-wheelhouse"
+
 PROBE = "import os, sys; print('FIRST', type(sys.meta_path[0]).__name__); print('PRELOAD', os.environ['LD_PRELOAD'])"
 
 
+def install_commands():
+    """The README's "## Install" code block, line by line, as written."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"\n\n((?: {4}.*\n)+)", section)
+    assert block, "the README's Install section has no code block"
+    return [line[4:] for line in block.group(1).splitlines() if line.strip()]
+
+
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory):
+def readme(tmp_path_factory):
+    """A fresh venv, "activated" as `source venv/bin/activate` does it (PATH, VIRTUAL_ENV), in
+    which the README's install line ran word for word, in the clone: `(venv, env)`. Only the
+    environment stands in for a user's machine: pip's isolated build takes `maturin[zig]` from
+    the wheels scripts/test downloaded (PIP_FIND_LINKS, PIP_NO_INDEX) instead of PyPI, and
+    cargo builds into the tree's target folder."""
     tmp = tmp_path_factory.mktemp("package")
-    env = tool_env()
-    # The in-tree backend builds the libraries maturin does not; `maturin build` alone skips
-    # it, so the wheel is built through the same PEP 517 hook pip uses.
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                        "-w", str(tmp / "dist"), str(ROOT)],
-                       env=env, capture_output=True, timeout=1800)
-    assert r.returncode == 0, r.stdout.decode()[-3000:] + r.stderr.decode()[-3000:]
-    (wheel,) = (tmp / "dist").glob("dynafold-*.whl")
-    return wheel
+    venv.create(tmp / "venv", with_pip=True)
+    assert (WHEELHOUSE / ".complete").exists(), f"{WHEELHOUSE} missing: run scripts/test (ensure_build_wheelhouse)"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DYNAFOLD", "PYTHON", "PIP_", "VIRTUAL_ENV"))}
+    env.pop("LD_PRELOAD", None)
+    env.update(PATH=f"{tmp / 'venv' / 'bin'}:{os.environ['PATH']}", VIRTUAL_ENV=str(tmp / "venv"),
+               PIP_NO_INDEX="1", PIP_FIND_LINKS=str(WHEELHOUSE), PIP_DISABLE_PIP_VERSION_CHECK="1",
+               CARGO_TARGET_DIR=str(TARGET.parent.resolve()))
+    install = install_commands()[0]
+    assert install.startswith("pip wheel . -w dist && pip install dist/dynafold-*.whl"), install
+    # The clone's dist/ is the command's output: an earlier run's wheel would match the glob too.
+    for old in (ROOT / "dist").glob("dynafold-*.whl"):
+        old.unlink()
+    r = subprocess.run(["bash", "-c", install], cwd=ROOT, env=env, capture_output=True, timeout=1800)
+    assert r.returncode == 0, f"{install}\n{r.stdout.decode()[-3000:]}\n{r.stderr.decode()[-3000:]}"
+    return tmp / "venv", env
 
 
 @pytest.fixture(scope="module")
-def installed(wheel):
-    tmp = wheel.parent.parent
-    venv.create(tmp / "venv", with_pip=True)
-    py = tmp / "venv" / "bin" / "python"
-    r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+def wheel(readme):
+    """The wheel the README's install line built (a copy: dist/ is the clone's)."""
+    (built,) = (ROOT / "dist").glob("dynafold-*.whl")
+    kept = readme[0].parent / built.name
+    shutil.copy2(built, kept)
+    return kept
+
+
+@pytest.fixture(scope="module")
+def installed(readme):
+    return readme[0]
+
+
+def test_the_readme_install_section_word_for_word(readme):
+    """The README's install section, every line as written, in the venv its first line made
+    (the `readme` fixture). The run lines name SGLang, which a fresh venv lacks: they must end
+    as Python ends without it (status 1, `No module named 'sglang'`), passed through dynafold."""
+    env_dir, env = readme
+    for command in install_commands()[1:]:
+        assert "run" in command.split() and "sglang.launch_server" in command, command
+        r = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, timeout=300)
+        err = r.stderr.decode()
+        assert r.returncode == 1 and "No module named 'sglang'" in err, f"{command}: {r.returncode}\n{err[-2000:]}"
+        assert not [l for l in err.splitlines() if l.startswith("dynafold")], err
+    # Those lines ran under the preload the install put in the venv.
+    probe = "import os, sys; print(type(sys.meta_path[0]).__name__, os.environ['LD_PRELOAD'])"
+    r = subprocess.run(["bash", "-c", f"dynafold run -- python -c \"{probe}\""], cwd=ROOT, env=env,
                        capture_output=True, timeout=300)
-    assert r.returncode == 0, r.stderr.decode()
-    return tmp / "venv"
+    lib = package_dir(env_dir) / "libdynafold.so"
+    assert r.returncode == 0 and r.stdout.decode().split() == ["DynafoldFinder", str(lib)], r.stdout + r.stderr
 
 
 def tool_env():
