@@ -70,6 +70,28 @@ def _mm_fp4(values):
     return a.new_empty((a.shape[0], b.shape[1]), dtype=values["out_dtype"])
 
 
+def _fused_rmsnorm_silu(values):
+    """`fused_rmsnorm_silu`'s result with no `out` (nor `block_scale`) given, the only call
+    woken: the function's `torch.empty_like(input)`, bfloat16 like the input it requires."""
+    return torch.empty_like(values["input"])
+
+
+def _fused_dit_layernorm(values):
+    """The three fused DiT layernorms' `(residual_out, norm_out)` with no buffers given (the only
+    call woken), as `_dit_ln_prepare_outputs` allocates them (0.6.16-0.7.4): `empty_like(input)`,
+    and `norm_out` (batch, rows, hidden) bfloat16, or packed into int32: hidden/8 columns for
+    NVFP4, hidden/4 for MXFP8."""
+    input = values["input"]
+    batch, rows, hidden = input.shape
+    if values["use_nvfp4"]:
+        norm = input.new_empty((batch, rows, hidden // 8), dtype=torch.int32)
+    elif values["use_mxfp8"]:
+        norm = input.new_empty((batch, rows, hidden // 4), dtype=torch.int32)
+    else:
+        norm = input.new_empty((batch, rows, hidden), dtype=torch.bfloat16)
+    return torch.empty_like(input), norm
+
+
 def _cutlass_fused_moe_scratch(values):
     """The three tensors `cutlass_fused_moe`'s kernel allocates and returns after `output`
     outside min-latency mode: active experts per node (1,) int32, expert-to-token scores
@@ -125,6 +147,13 @@ BY_NAME = {
     # dynafold's own declaration of the public mm_fp4 (hooks/dormant_ops.py), called without
     # `out` (with it, its operator returns nothing: hooks/op_corrections.py).
     "flashinfer::mm_fp4": (_mm_fp4, ("a", "b", "out_dtype")),
+    # dynafold's own declarations of the fused diffusion norms (hooks/dormant_ops.py), woken
+    # for the call that gives no output buffer (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::fused_rmsnorm_silu": (_fused_rmsnorm_silu, ("input", "out")),
+    **{f"flashinfer::{name}": (_fused_dit_layernorm, ("input", "use_nvfp4", "use_mxfp8"))
+       for name in ("fused_dit_gate_residual_layernorm_gamma_beta",
+                    "fused_dit_gate_residual_layernorm_scale_shift",
+                    "fused_dit_residual_layernorm_scale_shift")},
     # cutlass_fused_moe's kernel with `output` given: what it returns besides `output`
     # (hooks/op_corrections.py, form "list+").
     "flashinfer::cutlass_fused_moe:scratch": (
