@@ -126,6 +126,11 @@ EXTRA_DECLARATIONS = [
       for name in ("fused_dit_gate_residual_layernorm_gamma_beta",
                    "fused_dit_gate_residual_layernorm_scale_shift",
                    "fused_dit_residual_layernorm_scale_shift")),
+    # per_token_group_quant_8bit(backend="cuda") (0.7.4) -> _per_token_group_quant_8bit_cuda:
+    # its argument checks, two fresh outputs and the JIT call, nothing else; the kernel only
+    # reads `x` (docs/op-audit). Its fake is hooks/op_fakes.py's. 0.7.2 has no such backend.
+    ("flashinfer.quantization.fp8_quantization", "_per_token_group_quant_8bit_cuda",
+     "flashinfer::per_token_group_quant_8bit_cuda", (), None),
 ]
 
 class _Declared:

@@ -92,6 +92,22 @@ def _fused_dit_layernorm(values):
     return torch.empty_like(input), norm
 
 
+def _per_token_group_quant_8bit_cuda(values):
+    """`_per_token_group_quant_8bit_cuda`'s `(x_q, x_s)` as it allocates them (0.7.4): `x_q`
+    like `x` in `dst_dtype`; float32 scales, (*x.shape[:-1], groups) row-major, or with
+    column-major scales (2-D `x` only) the transpose of a (groups, stride) buffer's first
+    `tokens` columns, the stride rounded up to 4 when TMA-aligned."""
+    x, group_size = values["x"], values["group_size"]
+    x_q = torch.empty_like(x, dtype=values["dst_dtype"])
+    groups = x.shape[-1] // group_size
+    if not values["column_major_scales"]:
+        return x_q, x.new_empty((*x.shape[:-1], groups), dtype=torch.float32)
+    tokens = x.shape[0]
+    stride = _round_up(tokens, 4) if values["scale_tma_aligned"] else tokens
+    storage = x.new_empty((groups, stride), dtype=torch.float32)
+    return x_q, storage[:, :tokens].t()
+
+
 def _cutlass_fused_moe_scratch(values):
     """The three tensors `cutlass_fused_moe`'s kernel allocates and returns after `output`
     outside min-latency mode: active experts per node (1,) int32, expert-to-token scores
@@ -154,6 +170,11 @@ BY_NAME = {
        for name in ("fused_dit_gate_residual_layernorm_gamma_beta",
                     "fused_dit_gate_residual_layernorm_scale_shift",
                     "fused_dit_residual_layernorm_scale_shift")},
+    # dynafold's own declaration (hooks/dormant_ops.py) of per_token_group_quant_8bit's CUDA
+    # backend.
+    "flashinfer::per_token_group_quant_8bit_cuda": (
+        _per_token_group_quant_8bit_cuda,
+        ("x", "group_size", "dst_dtype", "column_major_scales", "scale_tma_aligned")),
     # cutlass_fused_moe's kernel with `output` given: what it returns besides `output`
     # (hooks/op_corrections.py, form "list+").
     "flashinfer::cutlass_fused_moe:scratch": (
