@@ -108,6 +108,29 @@ def _per_token_group_quant_8bit_cuda(values):
     return x_q, storage[:, :tokens].t()
 
 
+def _mxfp8_quantize_sm100(values):
+    """`mxfp8_quantize_sm100`'s `(values, scales)` as its body allocates them (0.6.16-0.7.4),
+    `sf_swizzle_layout` compared as FlashInfer's SfLayout ints (128x4 = 0, 8x4 = 1, linear = 2).
+    On a GPU: float8_e4m3fn values (*shape[:-1], K rounded up to `alignment`) and 1-D uint8
+    scales, rows padded to 128 (8) and K/32 columns to 4 when swizzled, M * K/32 when linear. On
+    the CPU (the host kernel): uint8 values of the input's shape, scales as above on the
+    unpadded K (no 8x4 there). (FlashInfer's fake gives int64/int32 of other sizes and lacks
+    `enable_pdl`.)"""
+    input, layout = values["input"], int(values["sf_swizzle_layout"])
+    k = input.shape[-1]
+    if input.device.type == "cpu":
+        m, padded_k = input.shape[0], k
+        quantized = input.new_empty(input.shape, dtype=torch.uint8)
+    else:
+        m, padded_k = input.numel() // k, _round_up(k, values["alignment"])
+        quantized = input.new_empty((*input.shape[:-1], padded_k), dtype=torch.float8_e4m3fn)
+    if layout == 2:
+        size = (input.numel() // 32 if input.device.type == "cpu" else m * padded_k // 32)
+    else:
+        size = _round_up(m, 128 if layout == 0 else 8) * _round_up(padded_k // 32, 4)
+    return quantized, input.new_empty((size,), dtype=torch.uint8)
+
+
 def _cutlass_fused_moe_scratch(values):
     """The three tensors `cutlass_fused_moe`'s kernel allocates and returns after `output`
     outside min-latency mode: active experts per node (1,) int32, expert-to-token scores
@@ -175,6 +198,8 @@ BY_NAME = {
     "flashinfer::per_token_group_quant_8bit_cuda": (
         _per_token_group_quant_8bit_cuda,
         ("x", "group_size", "dst_dtype", "column_major_scales", "scale_tma_aligned")),
+    "flashinfer::mxfp8_quantize_sm100": (
+        _mxfp8_quantize_sm100, ("input", "sf_swizzle_layout", "alignment")),
     # cutlass_fused_moe's kernel with `output` given: what it returns besides `output`
     # (hooks/op_corrections.py, form "list+").
     "flashinfer::cutlass_fused_moe:scratch": (

@@ -151,9 +151,12 @@ def _rule(name, hint):
 
 def needed(hints):
     """Whether a declaration with these resolved annotations needs narrowing: a Union (its
-    result's included), a Generator parameter, or one NARROWED applies to."""
+    result's included), a Generator parameter, one NARROWED applies to, or an IntEnum
+    parameter (the mxfp8 quantizers' `SfLayout`: an int to the operator, the enum again to
+    FlashInfer's function)."""
     return any(is_union(hint) or (name != "return" and is_generator(hint))
                or (name != "return" and _rule(name, hint) is not None)
+               or (name != "return" and _int_enum(hint) is not None)
                for name, hint in hints.items())
 
 
