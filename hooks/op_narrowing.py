@@ -18,6 +18,9 @@ without one may be an operator of its own returning the fresh result; any other 
 as shipped. A public function that allocates its outputs unless given buffers (the fused
 DiT norms) is woken for the call that gives none (`fresh_result`).
 
+An IntEnum parameter (the mxfp8 quantizers' `SfLayout`, cutlass_fused_moe's `ActivationType`)
+is an int to the operator, and the kernel gives FlashInfer's function the enum again.
+
 Two more kinds: a `Union[float, Tensor]` parameter (the fp8-quant norms' `scale`) gives one
 operator per member, and Dynamo calls the one the argument fits; the attention run kernels'
 `List[int] plan_info_vec` reaches its operator as an int64 CPU tensor, graph data rather than
