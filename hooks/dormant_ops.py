@@ -115,6 +115,22 @@ EXTRA_DECLARATIONS = [
     # cuDNN graphs and JIT modules and takes the autotuner's lock. Its result is `out`, the
     # caller's when given (hooks/op_corrections.py); its fake is hooks/op_fakes.py's.
     ("flashinfer.gemm.gemm_base", "mm_fp4", "flashinfer::mm_fp4", (), None),
+    # flashinfer.norm's fused norms for diffusion models (0.6.16 on) call their JIT kernel
+    # (`rmsnorm_silu`, `fused_dit_layernorm`) in the public function's own body: no private
+    # function holds the call, so the boundary is the public function, its argument checks and
+    # its JIT loader (file locks, ninja) included. Woken for the call that gives no output
+    # buffer, whose results are fresh (hooks/op_corrections.py `fresh_only`); their fakes are
+    # hooks/op_fakes.py's. The kernels write only those outputs (docs/op-audit).
+    ("flashinfer.norm", "fused_rmsnorm_silu", "flashinfer::fused_rmsnorm_silu", (), None),
+    *(("flashinfer.norm", name, f"flashinfer::{name}", (), None)
+      for name in ("fused_dit_gate_residual_layernorm_gamma_beta",
+                   "fused_dit_gate_residual_layernorm_scale_shift",
+                   "fused_dit_residual_layernorm_scale_shift")),
+    # per_token_group_quant_8bit(backend="cuda") (0.7.4) -> _per_token_group_quant_8bit_cuda:
+    # its argument checks, two fresh outputs and the JIT call, nothing else; the kernel only
+    # reads `x` (docs/op-audit). Its fake is hooks/op_fakes.py's. 0.7.2 has no such backend.
+    ("flashinfer.quantization.fp8_quantization", "_per_token_group_quant_8bit_cuda",
+     "flashinfer::per_token_group_quant_8bit_cuda", (), None),
 ]
 
 class _Declared:
@@ -459,8 +475,13 @@ def _plan(declared):
         hints = {**hints, "return": type(None)}
     narrowings = [None]
     given = correction.get("result_is_given")
+    fresh = correction.get("fresh_only")
     if given and declared.schema is None:
         narrowings = op_narrowing.given_result(fn, hints, given)
+        if isinstance(narrowings, str):
+            return narrowings
+    elif fresh and declared.schema is None:
+        narrowings = op_narrowing.fresh_result(fn, hints, fresh)
         if isinstance(narrowings, str):
             return narrowings
     # Checked before asking torch, which logs a warning per Union parameter when asked.

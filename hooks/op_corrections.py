@@ -25,6 +25,12 @@ Fields (each optional):
   returns nothing or only the fresh tensors; what Dynamo calls hands back the buffer as
   FlashInfer does (hooks/op_narrowing.py, `given_result`). Any other call is traced as
   FlashInfer ships it.
+- `fresh_only`: `{"when": {parameter: None, ...}, "results": n}`, for dynafold's declaration
+  of a public function that allocates its outputs unless the caller gives buffers for them:
+  the call whose `when` parameters are all None becomes an operator that returns the n fresh
+  tensors and writes nothing of the caller's (with no buffer given there is none to write);
+  a call that gives one is traced as FlashInfer ships it (hooks/op_narrowing.py,
+  `fresh_result`).
 - `dormant`: why the declaration cannot become a correct operator at all (it stays as
   FlashInfer ships it: traced, a graph break where it reaches the kernel, never a wrong value).
 
@@ -111,6 +117,21 @@ CORRECTIONS = {
     ("flashinfer.gemm.gemm_base", "mm_fp4"): {
         "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },
+    # dynafold's declarations of flashinfer.norm's fused diffusion norms (0.6.16-0.7.4): the
+    # kernels write only the outputs (csrc/rmsnorm_silu.cu: `output`, and `scale_row_out`,
+    # FlashInfer's `block_scale`, for NVFP4 only; fused_dit_layernorm.cuh: `residual_out`,
+    # `norm_out`, `sf_out`), each the caller's when given, else allocated by the function.
+    # fused_rmsnorm_silu returns `out`, or `(out, block_scale)` when `out` is NVFP4: with
+    # neither given the output is bfloat16, one fresh tensor.
+    ("flashinfer.norm", "fused_rmsnorm_silu"): {
+        "fresh_only": {"when": {"out": None, "block_scale": None}, "results": 1},
+    },
+    **{("flashinfer.norm", name): {
+        "fresh_only": {"when": {"residual_out": None, "norm_out": None, "sf_out": None},
+                       "results": 2}}
+       for name in ("fused_dit_gate_residual_layernorm_gamma_beta",
+                    "fused_dit_gate_residual_layernorm_scale_shift",
+                    "fused_dit_residual_layernorm_scale_shift")},
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",
     },

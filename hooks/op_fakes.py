@@ -70,6 +70,67 @@ def _mm_fp4(values):
     return a.new_empty((a.shape[0], b.shape[1]), dtype=values["out_dtype"])
 
 
+def _fused_rmsnorm_silu(values):
+    """`fused_rmsnorm_silu`'s result with no `out` (nor `block_scale`) given, the only call
+    woken: the function's `torch.empty_like(input)`, bfloat16 like the input it requires."""
+    return torch.empty_like(values["input"])
+
+
+def _fused_dit_layernorm(values):
+    """The three fused DiT layernorms' `(residual_out, norm_out)` with no buffers given (the only
+    call woken), as `_dit_ln_prepare_outputs` allocates them (0.6.16-0.7.4): `empty_like(input)`,
+    and `norm_out` (batch, rows, hidden) bfloat16, or packed into int32: hidden/8 columns for
+    NVFP4, hidden/4 for MXFP8."""
+    input = values["input"]
+    batch, rows, hidden = input.shape
+    if values["use_nvfp4"]:
+        norm = input.new_empty((batch, rows, hidden // 8), dtype=torch.int32)
+    elif values["use_mxfp8"]:
+        norm = input.new_empty((batch, rows, hidden // 4), dtype=torch.int32)
+    else:
+        norm = input.new_empty((batch, rows, hidden), dtype=torch.bfloat16)
+    return torch.empty_like(input), norm
+
+
+def _per_token_group_quant_8bit_cuda(values):
+    """`_per_token_group_quant_8bit_cuda`'s `(x_q, x_s)` as it allocates them (0.7.4): `x_q`
+    like `x` in `dst_dtype`; float32 scales, (*x.shape[:-1], groups) row-major, or with
+    column-major scales (2-D `x` only) the transpose of a (groups, stride) buffer's first
+    `tokens` columns, the stride rounded up to 4 when TMA-aligned."""
+    x, group_size = values["x"], values["group_size"]
+    x_q = torch.empty_like(x, dtype=values["dst_dtype"])
+    groups = x.shape[-1] // group_size
+    if not values["column_major_scales"]:
+        return x_q, x.new_empty((*x.shape[:-1], groups), dtype=torch.float32)
+    tokens = x.shape[0]
+    stride = _round_up(tokens, 4) if values["scale_tma_aligned"] else tokens
+    storage = x.new_empty((groups, stride), dtype=torch.float32)
+    return x_q, storage[:, :tokens].t()
+
+
+def _mxfp8_quantize_sm100(values):
+    """`mxfp8_quantize_sm100`'s `(values, scales)` as its body allocates them (0.6.16-0.7.4),
+    `sf_swizzle_layout` compared as FlashInfer's SfLayout ints (128x4 = 0, 8x4 = 1, linear = 2).
+    On a GPU: float8_e4m3fn values (*shape[:-1], K rounded up to `alignment`) and 1-D uint8
+    scales, rows padded to 128 (8) and K/32 columns to 4 when swizzled, M * K/32 when linear. On
+    the CPU (the host kernel): uint8 values of the input's shape, scales as above on the
+    unpadded K (no 8x4 there). (FlashInfer's fake gives int64/int32 of other sizes and lacks
+    `enable_pdl`.)"""
+    input, layout = values["input"], int(values["sf_swizzle_layout"])
+    k = input.shape[-1]
+    if input.device.type == "cpu":
+        m, padded_k = input.shape[0], k
+        quantized = input.new_empty(input.shape, dtype=torch.uint8)
+    else:
+        m, padded_k = input.numel() // k, _round_up(k, values["alignment"])
+        quantized = input.new_empty((*input.shape[:-1], padded_k), dtype=torch.float8_e4m3fn)
+    if layout == 2:
+        size = (input.numel() // 32 if input.device.type == "cpu" else m * padded_k // 32)
+    else:
+        size = _round_up(m, 128 if layout == 0 else 8) * _round_up(padded_k // 32, 4)
+    return quantized, input.new_empty((size,), dtype=torch.uint8)
+
+
 def _cutlass_fused_moe_scratch(values):
     """The three tensors `cutlass_fused_moe`'s kernel allocates and returns after `output`
     outside min-latency mode: active experts per node (1,) int32, expert-to-token scores
@@ -125,6 +186,20 @@ BY_NAME = {
     # dynafold's own declaration of the public mm_fp4 (hooks/dormant_ops.py), called without
     # `out` (with it, its operator returns nothing: hooks/op_corrections.py).
     "flashinfer::mm_fp4": (_mm_fp4, ("a", "b", "out_dtype")),
+    # dynafold's own declarations of the fused diffusion norms (hooks/dormant_ops.py), woken
+    # for the call that gives no output buffer (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::fused_rmsnorm_silu": (_fused_rmsnorm_silu, ("input", "out")),
+    **{f"flashinfer::{name}": (_fused_dit_layernorm, ("input", "use_nvfp4", "use_mxfp8"))
+       for name in ("fused_dit_gate_residual_layernorm_gamma_beta",
+                    "fused_dit_gate_residual_layernorm_scale_shift",
+                    "fused_dit_residual_layernorm_scale_shift")},
+    # dynafold's own declaration (hooks/dormant_ops.py) of per_token_group_quant_8bit's CUDA
+    # backend.
+    "flashinfer::per_token_group_quant_8bit_cuda": (
+        _per_token_group_quant_8bit_cuda,
+        ("x", "group_size", "dst_dtype", "column_major_scales", "scale_tma_aligned")),
+    "flashinfer::mxfp8_quantize_sm100": (
+        _mxfp8_quantize_sm100, ("input", "sf_swizzle_layout", "alignment")),
     # cutlass_fused_moe's kernel with `output` given: what it returns besides `output`
     # (hooks/op_corrections.py, form "list+").
     "flashinfer::cutlass_fused_moe:scratch": (

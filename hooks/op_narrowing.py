@@ -15,7 +15,11 @@ fused MoE ops' `output`), which no operator may return (`given_result`). The cal
 the buffer is woken as an operator that writes it and returns nothing (or only its other,
 fresh results), and what Dynamo calls hands back the caller's buffer as FlashInfer does; a call
 without one may be an operator of its own returning the fresh result; any other call is traced
-as shipped.
+as shipped. A public function that allocates its outputs unless given buffers (the fused
+DiT norms) is woken for the call that gives none (`fresh_result`).
+
+An IntEnum parameter (the mxfp8 quantizers' `SfLayout`, cutlass_fused_moe's `ActivationType`)
+is an int to the operator, and the kernel gives FlashInfer's function the enum again.
 
 Two more kinds: a `Union[float, Tensor]` parameter (the fp8-quant norms' `scale`) gives one
 operator per member, and Dynamo calls the one the argument fits; the attention run kernels'
@@ -150,9 +154,12 @@ def _rule(name, hint):
 
 def needed(hints):
     """Whether a declaration with these resolved annotations needs narrowing: a Union (its
-    result's included), a Generator parameter, or one NARROWED applies to."""
+    result's included), a Generator parameter, one NARROWED applies to, or an IntEnum
+    parameter (the mxfp8 quantizers' `SfLayout`: an int to the operator, the enum again to
+    FlashInfer's function)."""
     return any(is_union(hint) or (name != "return" and is_generator(hint))
                or (name != "return" and _rule(name, hint) is not None)
+               or (name != "return" and _int_enum(hint) is not None)
                for name, hint in hints.items())
 
 
@@ -368,6 +375,27 @@ def given_result(fn, hints, spec):
         fresh.suffix = "_fresh"
         out.append(fresh)
     return out
+
+
+def fresh_result(fn, hints, spec):
+    """The narrowing of a public function that allocates its outputs unless the caller gives
+    buffers for them (hooks/op_corrections.py, `fresh_only`): one operator for calls whose
+    `spec["when"]` parameters are all None, returning the `spec["results"]` fresh tensors and
+    writing nothing of the caller's. A call that gives a buffer is traced as shipped: its
+    result is then the buffer, or a tuple holding it, by a dtype no check here can test."""
+    try:
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return "schema not expressible (no signature)"
+    missing = [name for name in spec["when"] if name not in names]
+    if missing:
+        return f"correction names parameters the kernel lacks ({', '.join(missing)})"
+    count = spec["results"]
+    result = torch.Tensor if count == 1 else typing.Tuple[(torch.Tensor,) * count]
+    fresh = Narrowing.of(fn, hints, fits={name: _fits(value)
+                                          for name, value in spec["when"].items()},
+                         result=result)
+    return fresh if isinstance(fresh, str) else [fresh]
 
 
 def prototype_of(fn, parameters, result):

@@ -5,7 +5,9 @@ exactly as FlashInfer's source writes it (name, `mutates_args`, signature, decla
 qualified name, the fake declared beside it), with the declared function's body, which is the
 kernel call, replaced by a CPU stand-in that writes exactly what the op audit says the kernel
 writes (docs/op-audit, read from FlashInfer's C++/CUDA) and draws from the generator as the
-kernel does. dynafold wakes them as it wakes FlashInfer's; one function calling every woken
+kernel does. dynafold's own declarations of public functions that call a JIT kernel outside any
+(hooks/dormant_ops.py `EXTRA_DECLARATIONS`, those with an audit row) are made again the same way.
+dynafold wakes them as it wakes FlashInfer's; one function calling every woken
 declaration is compiled with real inductor, `fullgraph=True`, static and `dynamic=True`, and its
 results, argument states and generator position are compared with eager.
 
@@ -53,6 +55,14 @@ NOT_THROUGH_THE_OPERATOR = {
 }
 
 
+# dynafold's own declarations the sweep makes again, per release.
+NORMS = ["flashinfer.norm:" + name for name in (
+    "fused_rmsnorm_silu", "fused_dit_gate_residual_layernorm_gamma_beta",
+    "fused_dit_gate_residual_layernorm_scale_shift", "fused_dit_residual_layernorm_scale_shift")]
+OWN = {"0.6.16": NORMS, "0.7.4": NORMS + [
+    "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
+
+
 @pytest.mark.parametrize("release", ["0.6.16", "0.7.4"])
 def test_every_woken_declaration_equals_eager_compiled(preload, release, tmp_path):
     env = standin_env(release, tmp_path, preload)
@@ -69,6 +79,8 @@ def test_every_woken_declaration_equals_eager_compiled(preload, release, tmp_pat
                    if not any(v[len("not woken: "):].startswith(why) for why in LEFT_AS_SHIPPED)}
     assert not wrong, wrong
     assert not unexplained, unexplained
+    own = OWN[release]
+    assert all(status.get(k) == "equal" for k in own), {k: status.get(k) for k in own}
     # Most of what FlashInfer declares is woken and checked on values (0.6.16: 80 of 119
     # declaring functions, 0.7.4: 152 of 204, on 2026-12-01).
     assert len(equal) >= {"0.6.16": 80, "0.7.4": 152}[release], (len(equal), shipped)

@@ -53,6 +53,10 @@ def test_every_difference_the_audit_found_is_corrected(release):
             missing.discard(given)
             if f"alias:{given}" in returns:
                 alias = False
+        # dynafold's declaration of a public function that allocates its outputs unless given
+        # buffers: woken only for the call that gives none (hooks/op_corrections.py
+        # fresh_only), where nothing of the caller's is written.
+        missing -= set(fix.get("fresh_only", {}).get("when", ()))
         if alias and fix.get("returns_argument") != returns.split(":", 1)[1]:
             unanswered.append((row["module"], row["function"], "result", returns))
         if missing:

@@ -121,6 +121,38 @@ def rebuild(decl, row):
     return fn, name
 
 
+def extra_declarations(audit):
+    """dynafold's own declarations (hooks/dormant_ops.py `EXTRA_DECLARATIONS`) that this release
+    has and the op audit has a row for, as (key, module, function, declared name, row). The FP4
+    ones have no row: their kernels are CuTe DSL and cuDNN graphs, checked on fake tensors
+    (test_fp4_layer.py)."""
+    out = []
+    for module, function, name, _, _ in ops_module().EXTRA_DECLARATIONS:
+        row = audit.get((module, function))
+        if row is not None:
+            out.append((f"{module}:{function}", module, function, name, row))
+    return out
+
+
+def rebuild_extra(module_name, function, name, row):
+    """An extra declaration's public function made again from its source with the stand-in as
+    its body (without its decorators: FlashInfer's API logger), put in its module's place so
+    that dynafold declares it at the next compile as it would FlashInfer's own."""
+    module = importlib.import_module(module_name)
+    node = next((n for n in ast.parse(pathlib.Path(inspect.getsourcefile(module)).read_text()).body
+                 if isinstance(n, ast.FunctionDef) and n.name == function), None)
+    if node is None:
+        raise Skip(f"{function} is not a top-level function of {module_name}")
+    ns = _namespace(module)
+    ns[STANDIN] = _dispatch
+    key = f"{module_name}:{function}"
+    fn = _rebuild(node, ns, _standin_body(key))
+    fn.__module__, fn.__qualname__ = module_name, function
+    setattr(module, function, fn)
+    STANDINS[key] = StandIn(row, _lenient(ops_module().op_fakes.override(name, fn)))
+    return fn, name
+
+
 def _lenient(fake):
     """`fake`, given only the parameters it takes (several of FlashInfer's lack parameters
     added to their kernels since, none of which changes a result's shape; dynafold's operators
@@ -200,9 +232,12 @@ def arguments(fn, row, fake, keep_result):
                 values[p.name] = p.default
             else:
                 values[p.name] = _value(p.name, hint, shape, row["writes"])
-        # The values the operator takes a given-buffer call with (hooks/op_corrections.py).
-        when = ops_module().op_corrections.of(fn).get("result_is_given", {}).get("when", {})
-        values.update({k: v for k, v in when.items() if k in values})
+        # The values the operator takes a given-buffer call, or a fresh-result call, with
+        # (hooks/op_corrections.py).
+        fix = ops_module().op_corrections.of(fn)
+        for form in ("result_is_given", "fresh_only"):
+            when = fix.get(form, {}).get("when", {})
+            values.update({k: v for k, v in when.items() if k in values})
         if fake is None or not keep_result:
             return values
         try:
@@ -306,6 +341,15 @@ def main():
             status[key] = f"not rebuilt: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
             continue
         built.append((key, decl, row, fn, name))
+    for key, module, function, name, row in extra_declarations(audit):
+        if only and not any(o in key for o in only):
+            continue
+        try:
+            fn, name = rebuild_extra(module, function, name, row)
+        except Skip as e:
+            status[key] = f"not rebuilt: {e}"
+            continue
+        built.append((key, {"module": module}, row, fn, name))
 
     _phase("rebuilt")
     # Wake what was declared (as the start of a compile does).
