@@ -141,7 +141,7 @@ ensure_cutlass_venv() {
 }
 
 # ensure_build_wheelhouse: the wheels of the build requirements pyproject.toml names, downloaded
-# once, so tests/python/test_readme_install.py can run the README's `pip install .` word for
+# once, so tests/python/test_package.py can run the README's install line word for
 # word (pip's isolated build takes them from here through PIP_FIND_LINKS, without the network).
 WHEELHOUSE="$DYNAFOLD_CACHE/build-wheelhouse"
 ensure_build_wheelhouse() {
