@@ -259,7 +259,9 @@ fn read_file(text: &str) -> (PerFile, bool, usize, usize) {
     let mut out: PerFile = BTreeMap::new();
     let last = text.lines().filter(|l| !l.trim().is_empty()).count();
     for (i, raw) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
-        if serde_json::from_str::<ProcessLine>(raw).is_ok() {
+        // Only a file's first line can be its process line (sink.rs writes it on opening), so
+        // the break lines are not parsed twice.
+        if i == 0 && serde_json::from_str::<ProcessLine>(raw).is_ok() {
             watched = true;
             continue;
         }
