@@ -84,16 +84,11 @@ def _dispatch(key, values):
 
 def rebuild(decl, row):
     """The declaration made again, with the stand-in as its body: (function, name)."""
-    module = importlib.import_module(decl["module"])
-    ns = _namespace(module)
-    ns[STANDIN] = _dispatch
     key = f"{decl['module']}:{decl['function']}"
     try:
-        fn = _rebuild(decl["node"], ns, _standin_body(key))
+        fn, ns = _with_standin(decl["module"], decl["function"], decl["node"])
     except NameError as e:
         raise Skip(f"signature uses its loader's locals ({e})") from None
-    fn.__module__ = decl["module"]
-    fn.__qualname__ = decl["function"]
     decorator = decl["decorator"]
     try:
         name = eval(compile(ast.Expression(decorator.args[0]), "<name>", "eval"), ns)
@@ -121,6 +116,16 @@ def rebuild(decl, row):
     return fn, name
 
 
+def _with_standin(module_name, function, node):
+    """`node` (a function's AST) made again in its module's namespace with the stand-in as its
+    body, named as the original: (function, namespace)."""
+    ns = _namespace(importlib.import_module(module_name))
+    ns[STANDIN] = _dispatch
+    fn = _rebuild(node, ns, _standin_body(f"{module_name}:{function}"))
+    fn.__module__, fn.__qualname__ = module_name, function
+    return fn, ns
+
+
 def extra_declarations(audit):
     """dynafold's own declarations (hooks/dormant_ops.py `EXTRA_DECLARATIONS`) that this release
     has and the op audit has a row for, as (key, module, function, declared name, row). The FP4
@@ -143,11 +148,8 @@ def rebuild_extra(module_name, function, name, row):
                  if isinstance(n, ast.FunctionDef) and n.name == function), None)
     if node is None:
         raise Skip(f"{function} is not a top-level function of {module_name}")
-    ns = _namespace(module)
-    ns[STANDIN] = _dispatch
     key = f"{module_name}:{function}"
-    fn = _rebuild(node, ns, _standin_body(key))
-    fn.__module__, fn.__qualname__ = module_name, function
+    fn, _ = _with_standin(module_name, function, node)
     setattr(module, function, fn)
     STANDINS[key] = StandIn(row, _lenient(ops_module().op_fakes.override(name, fn)))
     return fn, name
