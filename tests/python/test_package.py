@@ -52,11 +52,11 @@ def readme(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("package")
     venv.create(tmp / "venv", with_pip=True)
     assert (WHEELHOUSE / ".complete").exists(), f"{WHEELHOUSE} missing: run scripts/test (ensure_build_wheelhouse)"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DYNAFOLD", "PYTHON", "PIP_", "VIRTUAL_ENV"))}
-    env.pop("LD_PRELOAD", None)
-    env.update(PATH=f"{tmp / 'venv' / 'bin'}:{os.environ['PATH']}", VIRTUAL_ENV=str(tmp / "venv"),
-               PIP_NO_INDEX="1", PIP_FIND_LINKS=str(WHEELHOUSE), PIP_DISABLE_PIP_VERSION_CHECK="1",
-               CARGO_TARGET_DIR=str(TARGET.parent.resolve()))
+    unset = {k: None for k in os.environ if k.startswith(("PYTHON", "PIP_"))}
+    env = clean_env(**{**unset, "PATH": f"{tmp / 'venv' / 'bin'}:{os.environ['PATH']}",
+                       "VIRTUAL_ENV": str(tmp / "venv"), "PIP_NO_INDEX": "1",
+                       "PIP_FIND_LINKS": str(WHEELHOUSE), "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+                       "CARGO_TARGET_DIR": str(TARGET.parent.resolve())})
     install = install_commands()[0]
     assert install.startswith("pip wheel . -w dist && pip install dist/dynafold-*.whl"), install
     # The clone's dist/ is the command's output: an earlier run's wheel would match the glob too.
