@@ -8,6 +8,8 @@
 
 mod probe;
 mod recipes;
+#[cfg(test)]
+mod test_files;
 mod torch_facts;
 mod version;
 

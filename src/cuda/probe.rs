@@ -266,12 +266,10 @@ fn collect(child: &mut Child, timeout: Duration) -> ProbeResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     fn script(dir: &Path, name: &str, body: &str) -> String {
         let p = dir.join(name);
-        std::fs::write(&p, body).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        crate::cuda::test_files::write_program(&p, body.as_bytes(), 0o755);
         p.to_str().unwrap().to_owned()
     }
 
@@ -340,7 +338,7 @@ mod tests {
             Status::SpawnFailed(libc::ENOENT)
         );
         let noexec = d.path().join("noexec");
-        std::fs::write(&noexec, "#!/bin/sh\n").unwrap();
+        crate::cuda::test_files::write_program(&noexec, b"#!/bin/sh\n", 0o644);
         let noexec = noexec.to_str().unwrap().to_owned();
         // First non-ENOENT error wins even when a later candidate would fail differently.
         assert_eq!(

@@ -1,5 +1,4 @@
 use super::*;
-use std::os::unix::fs::PermissionsExt;
 use std::time::Instant;
 
 const NVCC_12_8: &str = "nvcc: NVIDIA (R) Cuda compiler driver\n\
@@ -31,9 +30,7 @@ impl Fixture {
         self.p("cuda")
     }
     fn file(&self, rel: &str, body: &[u8], mode: u32) {
-        let p = self.dir.path().join(rel);
-        std::fs::write(&p, body).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        crate::cuda::test_files::write_program(&self.dir.path().join(rel), body, mode);
     }
     /// A fake nvcc printing `stdout` verbatim, then exiting with `code`.
     fn nvcc_printing(&self, stdout: &[u8], code: i32) {
