@@ -348,6 +348,7 @@ def wake_pending(*_args):
             entry["skipped"][why_not] = entry["skipped"].get(why_not, 0) + 1
             _log.debug("dynafold: %s left as FlashInfer ships it: %s", declared.name, why_not)
     _make_loaders_transparent()
+    _filter_cache_warning()
     stream_scratch.make_opaque()
     _scanned[0] = len(sys.modules)
 
@@ -708,7 +709,8 @@ def _result_dropped(kernel):
 
 # FlashInfer's cached device queries (flashinfer/utils.py), called on the traced path of most
 # public ops: pure functions of the device that Dynamo traces through as before; only its
-# warning about their cache wrapper is dropped.
+# warning about their cache wrapper is dropped (under `-W error::UserWarning` it fails the
+# compile).
 DEVICE_QUERIES = frozenset({
     "device_support_pdl", "get_compute_capability", "get_device_sm_count", "get_device_name",
     "get_gpu_memory_bandwidth", "get_shared_bytes_per_block_optin", "version_at_least",
@@ -716,8 +718,44 @@ DEVICE_QUERIES = frozenset({
 })
 
 
-def _is_device_query(attr):
-    return attr in DEVICE_QUERIES or (attr.startswith("is_sm") and attr.endswith("_supported"))
+# Parameter names that say "a device" or its compute capability: a cached function of these
+# alone answers a question about the device (0.7.2's `_blackwell_softmax_capability(
+# device_index)`, utils.py's `get_device_properties(device)`, 0.7.4's `is_sm90a_device`,
+# topk_varlen's `_cute_dsl_supports_arch(major, minor)`), whatever FlashInfer names it.
+DEVICE_PARAMETERS = frozenset({"device", "device_index", "device_id", "dev", "major", "minor",
+                               "capability"})
+
+
+def _is_device_query(attr, value):
+    """A cached question about the device (or the installed libraries) whose answer is a
+    value, the same on every call with these arguments: Dynamo tracing what it wraps gives
+    that answer, so its warning says nothing."""
+    if attr in DEVICE_QUERIES or (attr.startswith("is_sm") and attr.endswith("_supported")):
+        return True
+    try:
+        signature = inspect.signature(getattr(value, "__wrapped__", value))
+    except (TypeError, ValueError):
+        return False
+    params = list(signature.parameters.values())
+    about_the_device = [p for p in params if p.name in DEVICE_PARAMETERS]
+    # Besides the device, only yes/no switches (`is_cute_dsl_arch_supported(major, minor,
+    # native_only: bool = False)`).
+    switches = [p for p in params if p.annotation in (bool, "bool")]
+    # A cached tensor (`_dummy_nvp(device_index) -> torch.Tensor`) is state, not an answer:
+    # its warning stays.
+    returns = signature.return_annotation
+    if not params:
+        # A yes/no probe of the installed libraries (topk_varlen's
+        # `_radix_filter_kernel_dsl_ok() -> bool`): one answer per process.
+        return returns in (bool, "bool")
+    return (bool(about_the_device) and len(about_the_device) + len(switches) == len(params)
+            and "Tensor" not in str(returns))
+
+
+def _is_flashinfer_device_query(wrapper):
+    module = getattr(wrapper, "__module__", None) or ""
+    return (hasattr(wrapper, "cache_info") and module.split(".")[0] == "flashinfer"
+            and _is_device_query(getattr(wrapper, "__name__", ""), wrapper))
 
 
 def _make_loaders_transparent():
@@ -731,9 +769,9 @@ def _make_loaders_transparent():
             # `_get_*module*` too: 0.6.16-0.7.x build the fused-MoE module (and declare its
             # ops) in `_get_trtllm_moe_sm100_module_impl`, behind an uncached public getter.
             loader = attr.lstrip("_").startswith("get_") and "module" in attr
-            if not (loader or _is_device_query(attr)):
-                continue
             if not (callable(value) and hasattr(value, "cache_info")):
+                continue
+            if not (loader or _is_device_query(attr, value)):
                 continue
             if id(value) in _transparent:
                 continue
@@ -772,6 +810,15 @@ def _allow_cache_wrapper(wrapper):
         except Exception:  # an allow-list that changed shape: fall back to the filter
             pass
     _quiet_wrappers.add(id(wrapper))
+    _filter_cache_warning()
+
+
+def _filter_cache_warning():
+    """A filter on Dynamo's `warn_once` that drops the cache warning for the wrappers above
+    (torch < 2.14) and, on every torch, for FlashInfer's device queries in modules first
+    imported inside a trace (0.7.2's `cute_dsl/availability.py`, imported by topk_varlen's
+    dispatch as it runs), which no scan before the trace can see. The wrapper is the object
+    Dynamo is calling (its variable's `wrapper_obj`)."""
     utils = torch._dynamo.utils
     if getattr(utils.warn_once, "_dynafold_filter", False):
         return
@@ -783,7 +830,8 @@ def _allow_cache_wrapper(wrapper):
                 caller = sys._getframe(1).f_locals.get("self")
             except Exception:
                 caller = None
-            if id(getattr(caller, "wrapper_obj", None)) in _quiet_wrappers:
+            wrapper = getattr(caller, "wrapper_obj", None)
+            if id(wrapper) in _quiet_wrappers or _is_flashinfer_device_query(wrapper):
                 return None
         return warn_once(msg, stacklevel + 1)
 

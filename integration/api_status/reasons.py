@@ -65,6 +65,15 @@ RULES = [
 ]
 
 
+GPU_BREAK = "a break on a GPU too"
+
+
+def breaks_on_a_gpu(named):
+    """Whether a named reason is a break a GPU run has too (not this machine's lack, not
+    FlashInfer refusing the device)."""
+    return bool(named) and GPU_BREAK in named
+
+
 def reason(error, eager=()):
     """The named reason for `error` (a string), or None. `eager`: where FlashInfer's Python,
     run eagerly, stopped (trace_all.eager_error): where the trace died inside dynafold's

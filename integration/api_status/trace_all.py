@@ -10,6 +10,7 @@ by-design op with a builder is traced all the same, and its own error is kept as
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -38,7 +39,8 @@ def _alarm(signum, frame):
 
 
 def first_line(e):
-    text = f"{type(e).__name__}: {e}".strip()
+    # Addresses (`<function f at 0x7f...>`) differ per run; the tables are compared and diffed.
+    text = re.sub(r" at 0x[0-9a-f]+", "", f"{type(e).__name__}: {e}").strip()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     head = lines[0] if lines else type(e).__name__
     # Dynamo's own first line is often just "Unsupported method call"; its explanation says
@@ -164,6 +166,18 @@ def try_op(build, timeout):
     return attempts
 
 
+def _as_an_h200(attempts):
+    """For an op that traced only as an SM100: what stopped it as an H200, so the table can
+    tell FlashInfer refusing the device from a break a Hopper GPU has too."""
+    if len(attempts) < 2:
+        return {}
+    errors = [c["error"] for c in attempts[0]["calls"].values() if not c["ok"]]
+    eager = [c.get("eager") for c in attempts[0]["calls"].values() if c.get("eager")]
+    if not errors:
+        return {}
+    return {"sm90_error": errors[0], "sm90_reason": reasons.reason(errors[0], eager)}
+
+
 def status_of(name, entry, timeout):
     rule = verdicts.verdict(name, entry)
     key = builder_key(name, entry["kind"])
@@ -180,6 +194,13 @@ def status_of(name, entry, timeout):
     attempts = try_op(build, timeout)
     row.update(family=family, seconds=round(time.monotonic() - started, 1))
     last = attempts[-1]
+    h200 = _as_an_h200(attempts)
+    if last["ok"] and reasons.breaks_on_a_gpu(h200.get("sm90_reason")):
+        # Traced as an SM100 only, past a break that a Hopper GPU has too (not FlashInfer
+        # refusing the device): it fails where SGLang runs it on an H200.
+        return {**row, "status": "fails", "error": h200["sm90_error"],
+                "reason": f"as an H200: {h200['sm90_reason']}; as an SM100 it traces "
+                          "(another kernel path)", "sm100_traces": True}
     if last["ok"]:
         calls = last["calls"]
         ops = sorted({t for c in calls.values() for t in c["targets"]
@@ -193,7 +214,8 @@ def status_of(name, entry, timeout):
                 "fake_check": verdict,
                 "fake_checks": {k: {f: c[f] for f in ("fake_check", "why", "eager") if f in c}
                                 for k, c in calls.items()},
-                **({"note": f"the rule said {rule[0]} ({rule[1]}); it traced"} if rule else {})}
+                **({"note": f"the rule said {rule[0]} ({rule[1]}); it traced"} if rule else {}),
+                **h200}
     errors = {f"sm{a['sm']} {label}": c["error"] for a in attempts
               for label, c in a["calls"].items() if not c["ok"]}
     first = next(iter(errors.values()))
