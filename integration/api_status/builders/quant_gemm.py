@@ -255,12 +255,12 @@ def _bmm_mxfp8(t, fi):
 
 def _mm_bf16_fp4(backend):
     """W4A16 (SGLang modelopt/compressed-tensors): the weight prepared once at load for the
-    backend (prepare_bf16_fp4_weights), the call per forward."""
+    backend (prepare_bf16_fp4_weights), the call per forward. Every backend but
+    cute-dsl-native, which is SM12x's."""
     def build(t, fi):
-        w, sf, alpha = (t(N, K // 2, dtype=U8), t(_swizzled_sf_len(N, K, 16), dtype=U8),
-                        t(1, dtype=F32))
-        if backend != "cute-dsl-native":
-            w, sf, alpha = fi.prepare_bf16_fp4_weights(w, sf, alpha, backend=backend)
+        w, sf, alpha = fi.prepare_bf16_fp4_weights(
+            t(N, K // 2, dtype=U8), t(_swizzled_sf_len(N, K, 16), dtype=U8), t(1, dtype=F32),
+            backend=backend)
         return (lambda x, w, sf, alpha: fi.mm_bf16_fp4(x, w, sf, alpha, backend=backend,
                                                        out_dtype=BF16),
                 (t(M, K), w, sf, alpha))
@@ -311,7 +311,8 @@ def _tgv_gemm(t, fi):
 BUILDERS.update({
     "bmm_mxfp8": _bmm_mxfp8,
     "mm_bf16_fp4": lambda t, fi: {b: _mm_bf16_fp4(b)(t, fi)
-                                  for b in ("cudnn", "cute-dsl")},
+                                  for b in ("cudnn", "cute-dsl", "blackwell-native",
+                                            "blackwell-tiled")},
     "grouped_mm_fp4": _grouped_mm_fp4,
     "grouped_mm_mxfp8": _grouped_mm_mxfp8,
     "grouped_gemm_nt_masked": _grouped_gemm_nt_masked,
@@ -351,8 +352,8 @@ def _batch_deepgemm(t, fi):
 def _group_gemm_mxfp4(t, fi):
     from flashinfer import gemm
     indptr = torch.tensor([0, M // 2, M], device="cuda", dtype=torch.int32)
-    # a_scale rows padded per group to the 128-row tile
-    m_pad = M + E * 127 // 128 * 128
+    # a_scale: each group's rows (64 here) padded to the 128-row tile
+    m_pad = E * 128
     return (lambda a, b, sa, sb, i: gemm.group_gemm_mxfp4_nt_groupwise(a, b, sa, sb, i,
                                                                        out_dtype=BF16),
             (t(M, K, dtype=FP8), t(E, N, K // 2, dtype=U8), t(m_pad, K // 32, dtype=U8),
@@ -362,7 +363,7 @@ def _group_gemm_mxfp4(t, fi):
 def _group_gemm_nvfp4(t, fi):
     from flashinfer import gemm
     indptr = torch.tensor([0, M // 2, M], device="cuda", dtype=torch.int32)
-    m_pad = M + E * 127 // 128 * 128
+    m_pad = E * 128
     return (lambda a, b, sa, sb, i, alpha: gemm.group_gemm_nvfp4_nt_groupwise(
                 a, b, sa, sb, i, alpha, out_dtype=BF16),
             (t(M, K // 2, dtype=U8), t(E, N, K // 2, dtype=U8), t(m_pad, K // 16, dtype=U8),
