@@ -67,9 +67,9 @@ RULES = [
     (r"Found no NVIDIA driver|CUDA driver version is insufficient|NVIDIA driver library",
      "asks the CUDA driver on its path (no driver on this machine): not traced here"),
     (r"does not support compute capability 100; supported compute capabilities: "
-     r"\[([\d, ]+)\]",
+     r"\[(12\d(?:, 12\d)*)\]",
      "FlashInfer's own device check refuses both stand-ins (sm90, sm100): built for compute "
-     "capabilities {0} only"),
+     "capabilities {0} only (GeForce Blackwell, DGX Spark)"),
     (r"posix\.lstat",
      "builds and loads its JIT module (source paths resolved on disk, os.lstat) on the traced "
      "path, outside any op declaration: a break on a GPU too; needs a dynafold boundary"),

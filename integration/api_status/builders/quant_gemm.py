@@ -267,6 +267,14 @@ def _mm_bf16_fp4(backend):
     return build
 
 
+def _bf16_fp4_backends(fi):
+    """The release's backends (0.6.16 has cuDNN and the CuTe DSL only)."""
+    import inspect
+    import typing
+    annotation = inspect.signature(fi.mm_bf16_fp4).parameters["backend"].annotation
+    return [b for b in typing.get_args(annotation) if b != "cute-dsl-native"]
+
+
 def _grouped_mm_fp4(t, fi):
     e = 2
     indptr = torch.tensor([0, M // 2, M], device="cuda", dtype=torch.int32)
@@ -310,9 +318,7 @@ def _tgv_gemm(t, fi):
 
 BUILDERS.update({
     "bmm_mxfp8": _bmm_mxfp8,
-    "mm_bf16_fp4": lambda t, fi: {b: _mm_bf16_fp4(b)(t, fi)
-                                  for b in ("cudnn", "cute-dsl", "blackwell-native",
-                                            "blackwell-tiled")},
+    "mm_bf16_fp4": lambda t, fi: {b: _mm_bf16_fp4(b)(t, fi) for b in _bf16_fp4_backends(fi)},
     "grouped_mm_fp4": _grouped_mm_fp4,
     "grouped_mm_mxfp8": _grouped_mm_mxfp8,
     "grouped_gemm_nt_masked": _grouped_gemm_nt_masked,
