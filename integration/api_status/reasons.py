@@ -27,12 +27,16 @@ RULES = [
      "reads package resources (importlib.resources) on the traced path: a kernel loaded "
      "outside any transparent loader, a break on a GPU too"),
     (r"method `__new__` of class `type`",
-     "creates a class with type() on the traced path, a break on a GPU too"),
+     "calls `type.__new__` on the traced path (a class made with type(), or an instance of a C "
+     "extension type such as cuda-python's driver structs built per call), a break on a GPU "
+     "too"),
     (r"Failed to get checksums\.txt",
      "its JIT module needs FlashInfer's trtllm-gen cubins, downloaded when built (this "
      "machine has no network): not traced here"),
     (r"method `now` of class",
-     "reads the clock (datetime.now, a timing log) on the traced path, a break on a GPU too"),
+     "builds a JIT module on the traced path (a cached loader that is not a `get_*module*` "
+     "one, which dynafold makes transparent: FlashInfer's JIT spec registry reads the clock, "
+     "datetime.now), a break on a GPU too; needs a dynafold boundary"),
     (r"the function `(frozenset|set|list|dict|tuple)\[",
      "subscripts a builtin type (`{0}[...]`, a type annotation evaluated at call time) on the "
      "traced path, a break on a GPU too"),
@@ -62,6 +66,32 @@ RULES = [
      "FlashInfer's own device check refuses both stand-ins (sm90, sm100)"),
     (r"Found no NVIDIA driver|CUDA driver version is insufficient|NVIDIA driver library",
      "asks the CUDA driver on its path (no driver on this machine): not traced here"),
+    (r"does not support compute capability 100; supported compute capabilities: "
+     r"\[(12\d(?:, 12\d)*)\]",
+     "FlashInfer's own device check refuses both stand-ins (sm90, sm100): built for compute "
+     "capabilities {0} only (GeForce Blackwell, DGX Spark)"),
+    (r"posix\.lstat",
+     "builds and loads its JIT module (source paths resolved on disk, os.lstat) on the traced "
+     "path, outside any op declaration: a break on a GPU too; needs a dynafold boundary"),
+    (r"_hashlib\.openssl_sha256",
+     "hashes its CuTe DSL kernel's sources (hashlib) to find the compiled kernel on the traced "
+     "path, outside any op declaration: a break on a GPU too; needs a dynafold boundary"),
+    (r"method `format_map` of class `str`",
+     "compiles its CuTe DSL kernel (cute.compile) on the traced path, outside any op "
+     "declaration: a break on a GPU too; needs a dynafold boundary"),
+    (r"DataDependentOutputException: aten\._local_scalar_dense",
+     "reads a tensor's value back to the host (.item()) on the traced path: data dependent, "
+     "a break on a GPU too"),
+    (r"nb_int_impl not implemented",
+     "converts a value Dynamo cannot read to int on the traced path (int(tensor.data_ptr()), an "
+     "alignment check), a break on a GPU too"),
+    (r"callable object with no traceable __call__",
+     "calls an object Dynamo cannot trace (a CuTe DSL object: the device's HardwareInfo or a "
+     "compiled kernel) on the traced path, outside any op declaration: a break on a GPU too; "
+     "needs a dynafold boundary"),
+    (r"No module named 'cuda\.tile'",
+     "needs cuTile (cuda.tile, the cuda-tile package), not installed in this environment: not "
+     "traced here"),
 ]
 
 

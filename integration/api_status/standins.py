@@ -112,11 +112,12 @@ eager_shapes = [False]
 
 
 @contextlib.contextmanager
-def eager_shape_run():
+def eager_shape_run(kernels_return=True):
     """FlashInfer's Python run eagerly to its end on fake tensors: kernels return nothing, a
     Triton launch does nothing, and what asks the driver answers without it: the per-stream
     scratch lookup (the stream) gives a fresh buffer of the size asked, the sampling seed and
-    offset (the CUDA generator) are 0."""
+    offset (the CUDA generator) are 0, a device switch (torch.cuda.device) switches nothing. With kernels_return False the kernels still raise,
+    naming themselves: the run stops at the first one, past the driver questions."""
     def scratch(name, num_bytes, device, zero_init=False):
         return torch.empty(num_bytes, dtype=torch.uint8, device=device)
 
@@ -130,11 +131,15 @@ def eager_shape_run():
             if hasattr(module, attr):
                 patched.append((module, attr, getattr(module, attr)))
                 setattr(module, attr, answer)
+    # `with torch.cuda.device(...)` switches the driver's current device
+    for attr in ("_exchange_device", "_maybe_exchange_device"):
+        patched.append((torch.cuda, attr, getattr(torch.cuda, attr)))
+        setattr(torch.cuda, attr, lambda device: 0)
     jit = sys.modules.get("triton.runtime.jit")
     if jit is not None:
         patched.append((jit.JITFunction, "run", jit.JITFunction.run))
         jit.JITFunction.run = lambda self, *args, **kwargs: None
-    eager_shapes[0] = True
+    eager_shapes[0] = kernels_return
     try:
         yield
     finally:

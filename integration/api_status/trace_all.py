@@ -110,7 +110,8 @@ def eager_error(fn, args):
     """Where FlashInfer's Python, run eagerly on the same fake tensors, stops: the first JIT
     kernel it reaches (the stand-in raises, naming it) or its own error."""
     try:
-        fn(*args)
+        with standins.eager_shape_run(kernels_return=False):
+            fn(*args)
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt):
             raise
