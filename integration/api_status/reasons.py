@@ -63,7 +63,7 @@ RULES = [
      "FlashInfer's own device check refuses both stand-ins (sm90, sm100)"),
     (r"Found no NVIDIA driver|CUDA driver version is insufficient|NVIDIA driver library",
      "asks the CUDA driver on its path (no driver on this machine): not traced here"),
-    (r"Config not supported by Prims-TS .*requires an SM100, SM103, or SM107",
+    (r"Config not supported by Prims-TS .*requires an SM100",
      "FlashInfer's Prims-TS support check asks torch.cuda.is_available() before the arch (False "
      "on this driverless machine: the stand-ins answer the device's properties, not its "
      "availability), so it refuses the sm100 stand-in too: not traced here"),
@@ -73,15 +73,18 @@ RULES = [
     (r"b12x fused MoE requires CUDA (\d+)",
      "FlashInfer's b12x MoE asks for CUDA {0} (this machine's stand-in nvcc says 12.8) and "
      "builds for SM120/SM121 only, which neither stand-in is: not traced here"),
-    (r"does not support compute capability (\d+); supported compute capabilities: \[([\d, ]+)\]",
-     "FlashInfer's supported_compute_capability refuses sm{0} (it builds for {1} only) and the "
-     "other stand-in failed before it: the call's arguments fit no device here"),
 ]
 
 # Where FlashInfer's Python stopped (trace_all.frames: `file.py:function`, outermost first)
 # names the cause better than a Dynamo break's first line; tried before RULES, for breaks only
 # (an exception FlashInfer raised is its own reason).
 FRAME_RULES = [
+    (r"^moe_kernel_builder\.py:dsl_targets_sm12x$",
+     "asks the CuTe DSL for its target arch (CuTeDSL._get_dsl(): its settings from the "
+     "environment and os.getcwd) in the kernel choice made on every call (the op's "
+     "can_implement, where a functools.lru_cache holds it Dynamo traces through the cache), a "
+     "break on a GPU too; the kernels are built for SM120/SM121 "
+     "only, which neither stand-in is"),
     (r"^bgmv_moe\.py:fill_w_ptr$",
      "builds the LoRA pointer table from the adapter weights' addresses on every call "
      "(fill_w_ptr: data_ptr()), a break on a GPU too"),
