@@ -90,8 +90,8 @@ FRAME_RULES = [
      "(fill_w_ptr: data_ptr()), a break on a GPU too"),
     (r"^autotuner\.py:",
      "runs FlashInfer's AutoTuner (a lock, the tactic choice) in `{fn}` itself, with no operator "
-     "declaration around the kernels it picks (CuTe DSL, not a JIT op): a break on a GPU too; "
-     "needs a dynafold boundary (a declaration of `{fn}`)"),
+     "declaration around it and the kernels it picks: a break on a GPU too; needs a dynafold "
+     "boundary (a declaration of `{fn}`)"),
 ]
 
 

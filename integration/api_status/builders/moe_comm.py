@@ -162,9 +162,9 @@ def _trtllm(op, weights, routed, output=True):
 
 
 def _prims_partitioned(op, weights):
-    """The Prims-TS two-partition form: each weight (and scale) as two shards (rows of FC1
-    split, FC2 split along N: "tp_n_tp_n"), the partitions' green-context streams made
-    before capture as the docstring asks (MoePartitionResources)."""
+    """The Prims-TS two-partition form (SM107 only): each weight and its scale as two shards
+    (halves of dim 1; strategy "tp_n_tp_n"), the partitions' streams made before capture as
+    the docstring asks (MoePartitionResources, whose streams need the driver here)."""
     def build(t, fi):
         from flashinfer.prims_ts.moe.partition import MoePartitionResources
         resources = MoePartitionResources(streams=[torch.cuda.Stream(), torch.cuda.Stream()])
@@ -186,7 +186,8 @@ def _prims_partitioned(op, weights):
 
 # CuTe DSL fused MoE (SM100 and, for b12x, SM120): routed by top-k ids and weights, as
 # SGLang's flashinfer_cutedsl runner calls CuteDslMoEWrapper.run (NVFP4 activations quantized
-# with linear scale factors, [Up, Gate] FC1 weights with MMA-layout block scales).
+# with linear scale factors, packed FP4 weights with E4M3 block scales per 16; the W4A8 ones'
+# E8M0 scales in the strided MMA layout FlashInfer checks).
 def _routed(t):
     return dict(token_selected_experts=t(M, TOP_K, dtype=I32),
                 token_final_scales=t(M, TOP_K, dtype=F32))
