@@ -398,14 +398,19 @@ def _populate_routing_metadata(t, fi):
 
 def _mono_moe(t, fi):
     """MonoMoE: FP8 128x128 block-scaled experts routed from logits inside; its kernel is
-    specialized to one model's sizes (E=256, N=512, K=2048), so those are used here."""
+    specialized to one model's sizes (E=256, N=512, K=2048), so those are used here. As a
+    server runs it: up weights interleaved at load (interleave_up=False), the scratchpad
+    allocated once (alloc_scratchpad asks the kernel library its size, which this machine
+    has not built: a 64 MiB buffer stands in, only the kernel reads it)."""
     from flashinfer import fused_moe
     e, n, k = 256, 512, 2048
     w_up, s_up = t(e, 2 * n, k, dtype=FP8), t(e, 2 * n // 128, k // 128, dtype=F32)
     w_down, s_down = t(e, k, n, dtype=FP8), t(e, k // 128, n // 128, dtype=F32)
+    scratchpad = t(64 << 20, dtype=U8)
 
     def moe(x, router_logits):
-        return fused_moe.mono_moe(x, router_logits, w_up, s_up, w_down, s_down, 8)
+        return fused_moe.mono_moe(x, router_logits, w_up, s_up, w_down, s_down, 8,
+                                  scratchpad=scratchpad, interleave_up=False)
     return moe, (t(M, k, dtype=BF16), t(M, e, dtype=F32))
 
 
