@@ -3,6 +3,7 @@ matches gives the reason. Each says whether the failure is one a GPU run has too
 break in FlashInfer's Python or a missing operator boundary) or a limit of this CPU machine
 (a package or the driver it lacks)."""
 import re
+import sys
 
 RULES = [
     (r"jit_module\.(\w+)",
@@ -92,6 +93,16 @@ RULES = [
     (r"No module named 'cuda\.tile'",
      "needs cuTile (cuda.tile, the cuda-tile package), not installed in this environment: not "
      "traced here"),
+    (r"Config not supported by Prims-TS .*requires an SM100",
+     "FlashInfer's Prims-TS support check asks torch.cuda.is_available() before the arch (False "
+     "on this driverless machine: the stand-ins answer the device's properties, not its "
+     "availability), so it refuses the sm100 stand-in too: not traced here"),
+    (r"method `__new__` of class `PyCSimpleType`",
+     "makes a ctypes value on the traced path (ctypes.c_float: FlashInfer checks that a Python "
+     "float survives fp32 rounding), a break on a GPU too"),
+    (r"b12x fused MoE requires CUDA (\d+)",
+     "FlashInfer's b12x MoE asks for CUDA {0} (this machine's stand-in nvcc says 12.8) and "
+     "builds for SM120/SM121 only, which neither stand-in is: not traced here"),
 ]
 
 
@@ -104,10 +115,74 @@ def breaks_on_a_gpu(named):
     return bool(named) and GPU_BREAK in named
 
 
-def reason(error, eager=()):
+# Where FlashInfer's Python stopped (trace_all.frames: `file.py:function`, outermost first)
+# names the cause better than a Dynamo break's first line; tried before RULES, for breaks only
+# (an exception FlashInfer raised is its own reason).
+FRAME_RULES = [
+    (r"^moe_kernel_builder\.py:dsl_targets_sm12x$",
+     "asks the CuTe DSL for its target arch (CuTeDSL._get_dsl(): its settings from the "
+     "environment and os.getcwd) in the kernel choice made on every call (the op's "
+     "can_implement, where a functools.lru_cache holds it Dynamo traces through the cache), a "
+     "break on a GPU too; the kernels are built for SM120/SM121 "
+     "only, which neither stand-in is"),
+    (r"^bgmv_moe\.py:fill_w_ptr$",
+     "builds the LoRA pointer table from the adapter weights' addresses on every call "
+     "(fill_w_ptr: data_ptr()), a break on a GPU too"),
+    (r"^autotuner\.py:",
+     "runs FlashInfer's AutoTuner (a lock, the tactic choice) in `{fn}` itself, with no operator "
+     "declaration around it and the kernels it picks: a break on a GPU too; needs a dynafold "
+     "boundary (a declaration of `{fn}`)"),
+]
+
+
+def _dormant(frame_list):
+    """(function, why) of the first traced frame that is a FlashInfer op declaration dynafold
+    leaves dormant (hooks/op_corrections.py `dormant`), or None."""
+    corrections = getattr(sys.modules.get("_dynafold_op_corrections"), "CORRECTIONS", {})
+    for frame in frame_list:
+        file, _, fn = frame.partition(":")
+        for (module, qualname), fields in corrections.items():
+            if ("dormant" in fields and f"{module.rsplit('.', 1)[-1]}.py" == file
+                    and qualname.rsplit(".", 1)[-1] == fn):
+                return fn, fields["dormant"]
+    return None
+
+
+def _by_frames(error, frame_list):
+    if not frame_list or "Observed exception" in (error or ""):
+        return None
+    dormant = _dormant(frame_list)
+    if dormant:
+        return (f"FlashInfer declares `{dormant[0]}` as an op, but dynafold leaves the "
+                f"declaration dormant (hooks/op_corrections.py: {dormant[1]}), so Dynamo traces "
+                f"its body and breaks there (at {frame_list[-1]}): a break on a GPU too; needs a "
+                "dynafold boundary (a `result_is_given` correction, as "
+                "trtllm_fp4_block_scale_moe_op has)")
+    public = next((f.partition(":")[2] for f in frame_list[1:]
+                   if not f.startswith(("api_logging.py", "utils.py"))), "the op")
+    for pattern, text in FRAME_RULES:
+        if any(re.search(pattern, f) for f in frame_list):
+            return text.format(fn=public)
+    return None
+
+
+def reason(error, eager=(), frames=()):
     """The named reason for `error` (a string), or None. `eager`: where FlashInfer's Python,
     run eagerly, stopped (trace_all.eager_error): where the trace died inside dynafold's
-    kernel stand-in without its name, the kernel the eager run reached names it."""
+    kernel stand-in without its name, the kernel the eager run reached names it. `frames`:
+    the traced frames the error names (trace_all.frames)."""
+    named = _by_frames(error, list(frames))
+    if named:
+        return named
+    m = re.search(r"Unexpected keyword arguments: \['(\w+)'\]", error or "")
+    if m and not any((line or "").startswith("TypeError") for line in eager):
+        # Eager Python binds the call; only what Dynamo inlines in its place differs: the
+        # stand-in dynafold makes for a JIT module loader (hooks/dormant_ops.py
+        # `_outside_the_trace`), whose `stand_in(*args)` takes no keyword arguments.
+        return (f"FlashInfer calls its JIT module loader with the keyword argument `{m.group(1)}`"
+                ", which dynafold's loader stand-in (hooks/dormant_ops.py "
+                "`_outside_the_trace.<locals>.stand_in(*args)`) cannot bind under Dynamo: a "
+                "dynafold bug, a break on a GPU too")
     if "was called inside a compiled region" in (error or ""):
         # Only the stand-in kernels are disabled functions, made when a JIT module's attribute
         # is read: the trace reached one outside any declared op, named or not.

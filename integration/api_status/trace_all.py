@@ -55,6 +55,18 @@ def first_line(e):
     return head[:400]
 
 
+def frames(e):
+    """The frames of the traced user code the error names (Dynamo's "from user code:"
+    stack) as `file.py:function`, outermost first: where FlashInfer's Python stopped, for
+    reasons.py."""
+    text = str(e)
+    if "from user code:" not in text:
+        return []
+    stack = text.split("from user code:", 1)[1]
+    return [f"{os.path.basename(path)}:{fn}" for path, fn in
+            re.findall(r'^\s*File "([^"]*)", line \d+, in (\S+)', stack, re.M)]
+
+
 def _leaves(result):
     if isinstance(result, torch.Tensor):
         return [[list(result.shape), str(result.dtype).replace("torch.", "")]]
@@ -78,7 +90,7 @@ def trace_once(fn, args, timeout):
     except BaseException as e:  # the status is the error: keep going with the next op
         if isinstance(e, KeyboardInterrupt):
             raise
-        return {"ok": False, "error": first_line(e)}
+        return {"ok": False, "error": first_line(e), "frames": frames(e)}
     finally:
         signal.alarm(0)
     targets = sorted({str(n.target) for g in graphs for n in g.graph.nodes
@@ -219,14 +231,16 @@ def status_of(name, entry, timeout):
                 **h200}
     errors = {f"sm{a['sm']} {label}": c["error"] for a in attempts
               for label, c in a["calls"].items() if not c["ok"]}
+    where = {f"sm{a['sm']} {label}": c.get("frames", []) for a in attempts
+             for label, c in a["calls"].items() if not c["ok"]}
     first = next(iter(errors.values()))
     eager = [c.get("eager") for a in attempts for c in a["calls"].values() if c.get("eager")]
     if rule is not None:
         return {**row, "status": rule[0], "reason": rule[1], "confirmed": True,
                 "error": first}
     # The latest device's error first: past the sm90 refusal, sm100 says what stops it there.
-    named = next((r for r in (reasons.reason(e, eager) for e in reversed(errors.values()))
-                  if r), None)
+    named = next((r for r in (reasons.reason(errors[k], eager, where[k])
+                              for k in reversed(list(errors))) if r), None)
     if named and all(k.endswith("(arguments)") for k in errors):
         named = f"making the call's arguments (its plan() on this machine): {named}"
     return {**row, "status": "fails", "error": first, "errors": errors,

@@ -27,6 +27,19 @@ DATA_DEPENDENT = {
     "server computes global scales at load or calibration time",
 }
 HOUSEKEEPING = {"reset_workspace_buffer", "workspace_size"}
+# Set-up a server does once, outside the compiled forward, with FlashInfer's words for it.
+SETUP = {
+    "trtllm_moe_allocate_routing_metadata": "allocation of graph-stable routing buffers "
+    "(\"Allocate graph-stable TRT-LLM routing metadata\", core.py): made once before CUDA "
+    "graph capture; the forward fills them with populate_trtllm_moe_routing_metadata_",
+    "trtllm_moe_allocate_routing_metadata_multi_tile": "allocation of graph-stable routing "
+    "buffers for several tiles (\"Allocate graph-stable TRT-LLM routing metadata\", core.py): "
+    "made once before CUDA graph capture; the forward fills them with "
+    "populate_trtllm_moe_routing_metadata_",
+    "fill_w_ptr": "adapter preparation: writes the LoRA banks' device addresses into the "
+    "pointer table the BGMV kernels read (bgmv_moe.py), done when adapters load (its "
+    "prepared wrapper does so at set-up); bgmv_moe, which calls it per call, has its own row",
+}
 WEIGHT_PREP = re.compile(r"(^|\.)(prepare_\w+|shuffle_matrix_\w+|reorder_rows_for_gated_act_gemm|"
                          r"\w*interleave\w*_weights\w*|interleave_\w+|preprocess_\w+|"
                          r"pad_\w+_weights|convert_to_block_layout|encode_\w+|"
@@ -74,6 +87,8 @@ def verdict(name, entry):
     if "backward" in name or "_train" in entry["module"] or "_train" in name:
         return ("out of scope", "a training kernel (forward/backward for autograd); dynafold "
                 "targets serving forwards")
+    if name.rsplit(".", 1)[-1] in SETUP:
+        return ("out of scope", SETUP[name.rsplit(".", 1)[-1]])
     if name.endswith("_host"):
         return ("out of scope", "a host (CPU) reference implementation, not a CUDA op")
     if WEIGHT_PREP.search(name) and not PLAN_FUNCTIONS.search(name):

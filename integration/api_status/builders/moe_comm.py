@@ -2,6 +2,8 @@
 logits or by packed top-k ids; cutlass fused MoE), the calls and sizes of the fp4-layer
 branch's tests/python/helpers/trace_fp4_layer.py (its hooks make these operators; without
 them the table names the missing boundary)."""
+import inspect
+
 import torch
 
 M, H, I, E, TOP_K = 4, 256, 256, 8, 2
@@ -76,9 +78,549 @@ def _topk_deepseek(t, fi):
                t(M, 8, dtype=torch.int32))
 
 
+# The trtllm-gen MoE family: one call per op, routed from logits (Renormalize, as Qwen3's
+# SGLang layer) or by packed top-k ids (expert id << 16 | bf16 weight), output allocated by
+# the caller as SGLang's *_out wrappers do. Only the precision's weights differ.
+I32 = torch.int32
+
+
+def _routing(t, routed):
+    """The routing arguments: (name, tensor) for logits or packed top-k ids."""
+    return ("topk_ids", t(M, TOP_K, dtype=I32)) if routed else \
+        ("routing_logits", t(M, E, dtype=BF16))
+
+
+def _common():
+    return dict(num_experts=E, top_k=TOP_K, n_group=None, topk_group=None,
+                intermediate_size=I, local_expert_offset=0, local_num_experts=E,
+                routed_scaling_factor=None, routing_method_type=1, enable_pdl=False,
+                tune_max_num_tokens=4, routing_bias=None)  # no bias: Qwen3's router
+
+
+def _bf16_weights(t):
+    # BlockMajorK: [K / 64, Mn, 64] per expert (128-byte blocks of bf16)
+    return dict(hidden_states=t(M, H, dtype=BF16), gemm1_weights=t(E, H // 64, 2 * I, 64),
+                gemm2_weights=t(E, I // 64, H, 64), use_shuffled_weight=True,
+                weight_layout=2)
+
+
+def _fp8_block_weights(t):
+    # DeepSeek FP8: 128x128 weight blocks, per-token 128-wide activation blocks
+    return dict(hidden_states=t(M, H, dtype=FP8), hidden_states_scale=t(H // 128, M, dtype=F32),
+                gemm1_weights=t(E, 2 * I, H, dtype=FP8),
+                gemm1_weights_scale=t(E, 2 * I // 128, H // 128, dtype=F32),
+                gemm2_weights=t(E, H, I, dtype=FP8),
+                gemm2_weights_scale=t(E, H // 128, I // 128, dtype=F32),
+                use_shuffled_weight=False, weight_layout=0)
+
+
+def _fp8_tensor_weights(t):
+    # per-tensor FP8 (Llama-4 style checkpoints): per-expert output scales
+    return dict(hidden_states=t(M, H, dtype=FP8), gemm1_weights=t(E, 2 * I, H, dtype=FP8),
+                output1_scales_scalar=t(E, dtype=F32), output1_scales_gate_scalar=t(E, dtype=F32),
+                gemm2_weights=t(E, H, I, dtype=FP8), output2_scales_scalar=t(E, dtype=F32),
+                use_routing_scales_on_input=False)
+
+
+def _fp8_channel_weights(t):
+    # per-token activation scales, per-channel weight scales
+    return dict(hidden_states=t(M, H, dtype=FP8), hidden_states_scale=t(M, 1, dtype=F32),
+                gemm1_weights=t(E, 2 * I, H, dtype=FP8),
+                gemm1_per_channel_weight_scale=t(E, 2 * I, dtype=F32),
+                output1_scale_scalar=t(E, dtype=F32), output1_scale_gate_scalar=t(E, dtype=F32),
+                gemm2_weights=t(E, H, I, dtype=FP8),
+                gemm2_per_channel_weight_scale=t(E, H, dtype=F32),
+                output2_scale_scalar=t(E, dtype=F32), use_routing_scales_on_input=False)
+
+
+def _mxint4_weights(t):
+    # W4A16: packed int4 weights, bf16 scales per 32 along K
+    return dict(hidden_states=t(M, H, dtype=BF16), gemm1_weights=t(E, 2 * I, H // 2, dtype=U8),
+                gemm1_weights_scale=t(E, 2 * I, H // 32, dtype=BF16), gemm1_alpha=None,
+                gemm1_beta=None, gemm1_clamp_limit=None,
+                gemm2_weights=t(E, H, I // 2, dtype=U8),
+                gemm2_weights_scale=t(E, H, I // 32, dtype=BF16))
+
+
+def _trtllm(op, weights, routed, output=True):
+    """A builder for the MoE `op` (flashinfer.<op> or fused_moe.<op>) with `weights(t)`;
+    `output`: the op takes the caller's output buffer. Of the shared arguments, those the
+    op's signature names are passed (the prims_ts ops drop use_shuffled_weight, the routed
+    ones routing_bias)."""
+    def build(t, fi):
+        from flashinfer import fused_moe
+        fn = getattr(fused_moe, op, None) or getattr(fi, op)
+        names = inspect.signature(fn).parameters
+        kwargs = {k: v for k, v in {**_common(), **weights(t)}.items() if k in names}
+        key, routing = _routing(t, routed)
+
+        def moe(routing):
+            extra = {"output": torch.empty(M, H, dtype=BF16, device="cuda")} if output else {}
+            return fn(**{key: routing}, **kwargs, **extra)
+        return moe, (routing,)
+    return build
+
+
+def _prims_partitioned(op, weights):
+    """The Prims-TS two-partition form (SM107 only): each weight and its scale as two shards
+    (halves of dim 1; strategy "tp_n_tp_n"), the partitions' streams made before capture as
+    the docstring asks (MoePartitionResources, whose streams need the driver here)."""
+    def build(t, fi):
+        from flashinfer.prims_ts.moe.partition import MoePartitionResources
+        resources = MoePartitionResources(streams=[torch.cuda.Stream(), torch.cuda.Stream()])
+        fn = getattr(fi, op)
+        names = inspect.signature(fn).parameters
+        kwargs = {k: v for k, v in {**_common(), **weights(t)}.items() if k in names}
+        for k in list(kwargs):
+            if k.startswith(("gemm1_weights", "gemm2_weights")):
+                kwargs[k] = list(torch.chunk(kwargs[k], 2, dim=1))
+        kwargs.update(topk_ids=None, expert_weights=None, topk_weights=None)
+        kwargs = {k: v for k, v in kwargs.items() if k in names}
+
+        def moe(routing_logits):
+            return fn(routing_logits=routing_logits, partition_resources=resources,
+                      partition_strategy="tp_n_tp_n", **kwargs)
+        return moe, (t(M, E, dtype=BF16),)
+    return build
+
+
+# CuTe DSL fused MoE (SM100 and, for b12x, SM120): routed by top-k ids and weights, as
+# SGLang's flashinfer_cutedsl runner calls CuteDslMoEWrapper.run (NVFP4 activations quantized
+# with linear scale factors, packed FP4 weights with E4M3 block scales per 16; the W4A8 ones'
+# E8M0 scales in the strided MMA layout FlashInfer checks).
+def _routed(t):
+    return dict(token_selected_experts=t(M, TOP_K, dtype=I32),
+                token_final_scales=t(M, TOP_K, dtype=F32))
+
+
+def _cute_nvfp4(t):
+    return dict(x=t(M, H // 2, dtype=U8), x_sf=t(M, H // 16, dtype=FP8),
+                w1_weight=t(E, 2 * I, H // 2, dtype=U8),
+                w1_weight_sf=t(E, 2 * I, H // 16, dtype=FP8), w1_alpha=t(E, dtype=F32),
+                fc2_input_scale=t(1, dtype=F32), w2_weight=t(E, H, I // 2, dtype=U8),
+                w2_weight_sf=t(E, H, I // 16, dtype=FP8), w2_alpha=t(E, dtype=F32))
+
+
+def _mma_scales(rows, columns):
+    """E8M0 weight scales in the MMA layout FlashInfer's W4A8 check asks for (a strided
+    [32, 4, row tiles, 4, K tiles, E] view, fused_moe.py validate_w4a8_inputs)."""
+    m_tiles, k_tiles = rows // 128, columns // 128
+    return torch.empty_strided((32, 4, m_tiles, 4, k_tiles, E),
+                               (16, 4, k_tiles * 512, 1, 512, m_tiles * k_tiles * 512),
+                               dtype=U8, device="cuda")
+
+
+def _cute_mxfp8_mxfp4(t):
+    # MXFP8 activations (E8M0 scales per 32, uint8), MXFP4 weights
+    return dict(x=t(M, H, dtype=FP8), x_sf=t(M, H // 32, dtype=U8),
+                w1_weight=t(E, 2 * I, H // 2, dtype=U8), w1_weight_sf=_mma_scales(2 * I, H),
+                w1_alpha=t(E, dtype=F32), w2_weight=t(E, H, I // 2, dtype=U8),
+                w2_weight_sf=_mma_scales(H, I), w2_alpha=t(E, dtype=F32))
+
+
+def _cute_bf16(t):
+    return dict(x=t(M, H, dtype=BF16), w1_weight=t(E, 2 * I, H, dtype=BF16),
+                w2_weight=t(E, H, I, dtype=BF16))
+
+
+def _b12x_nvfp4(t):
+    # bf16 activations quantized inside; FP4 weights with NVFP4 scales
+    return dict(x=t(M, H, dtype=BF16), w1_weight=t(E, 2 * I, H // 2, dtype=U8),
+                w1_weight_sf=t(E, 2 * I, H // 16, dtype=FP8),
+                w2_weight=t(E, H, I // 2, dtype=U8), w2_weight_sf=t(E, H, I // 16, dtype=FP8),
+                w1_alpha=t(E, dtype=F32), w2_alpha=t(E, dtype=F32),
+                fc2_input_scale=t(E, dtype=F32))
+
+
+def _cute_function(op, weights, **options):
+    """flashinfer.<op>(**weights, routing, num_experts, top_k, moe_output given)."""
+    def build(t, fi):
+        fn = getattr(fi, op)
+        kwargs = {**weights(t), **options}
+        out = "output" if "output" in inspect.signature(fn).parameters else "moe_output"
+
+        def moe(token_selected_experts, token_final_scales):
+            moe_output = torch.empty(M, H, dtype=BF16, device="cuda")
+            return fn(token_selected_experts=token_selected_experts,
+                      token_final_scales=token_final_scales, num_experts=E, top_k=TOP_K,
+                      **{out: moe_output}, **kwargs)
+        return moe, tuple(_routed(t).values())
+    return build
+
+
+def _cute_wrapper(cls, weights, **config):
+    """A wrapper made at load time (sized for up to 16 tokens where it asks), then run()."""
+    def build(t, fi):
+        names = inspect.signature(getattr(fi, cls)).parameters
+        sizing = {k: v for k, v in dict(max_num_tokens=16, device="cuda").items() if k in names}
+        wrapper = getattr(fi, cls)(num_experts=E, top_k=TOP_K, hidden_size=H,
+                                   intermediate_size=I, **sizing, **config)
+        kwargs = weights(t)
+
+        def moe(token_selected_experts, token_final_scales):
+            return wrapper.run(token_selected_experts=token_selected_experts,
+                               token_final_scales=token_final_scales, **kwargs)
+        return moe, tuple(_routed(t).values())
+    return build
+
+
+# AlphaMoE (SM100): experts over a vLLM/SGLang `moe_align_block_size` plan, padded per
+# expert to BLOCK_M with worst-case capacity (the plan buffers a server allocates once).
+BLOCK_M = 8
+PLAN = M * TOP_K + E * (BLOCK_M - 1)
+
+
+def _plan(t):
+    return dict(sorted_token_ids=t(PLAN, dtype=I32), expert_ids=t(PLAN // BLOCK_M, dtype=I32),
+                num_tokens_post_padded=t(1, dtype=I32), topk_weights=t(M, TOP_K, dtype=F32))
+
+
+def _alphamoe_fp8(t, fi):
+    from flashinfer import fused_moe
+    weights = dict(hidden_states_scale=t(M, H // 128, dtype=F32),
+                   gemm1_weights=t(E, 2 * I, H, dtype=FP8),
+                   gemm1_weights_scale=t(E, 2 * I // 128, H // 128, dtype=F32),
+                   gemm2_weights=t(E, H, I, dtype=FP8),
+                   gemm2_weights_scale=t(E, H // 128, I // 128, dtype=F32), **_plan(t))
+
+    def moe(hidden_states):
+        out = torch.zeros(M, H, dtype=BF16, device="cuda")  # reduce-added into
+        return fused_moe.alphamoe_fp8_block_scale_aligned_moe(
+            hidden_states, top_k=TOP_K, block_m=BLOCK_M, out=out, **weights)
+    return moe, (t(M, H, dtype=FP8),)
+
+
+def _alphamoe_nvfp4_weights(t):
+    # packed FP4 with linear E4M3 scales per 16; FC2 [E, K, N / 4] with N = 2 * I
+    return dict(hidden_states_scale=t(M, H // 16, dtype=FP8),
+                gemm1_weights=t(E, 2 * I, H // 2, dtype=U8),
+                gemm1_weights_scale=t(E, 2 * I, H // 16, dtype=FP8),
+                gemm2_weights=t(E, H, I // 2, dtype=U8),
+                gemm2_weights_scale=t(E, H, I // 16, dtype=FP8),
+                output1_scale_gate_scalar=t(E, dtype=F32), output1_scale_scalar=t(E, dtype=F32),
+                output2_scale_scalar=t(E, dtype=F32), **_plan(t))
+
+
+def _alphamoe_nvfp4(op, routed):
+    def build(t, fi):
+        from flashinfer import fused_moe
+        weights = _alphamoe_nvfp4_weights(t)
+        if routed:
+            weights.update(topk_ids=t(M, TOP_K, dtype=I32), cumsum_buffer=t(E + 1, dtype=I32))
+
+        def moe(hidden_states):
+            out = torch.zeros(M, H, dtype=BF16, device="cuda")
+            result = getattr(fused_moe, op)(hidden_states=hidden_states, out=out, top_k=TOP_K,
+                                            block_m=BLOCK_M, **weights)
+            if result is None:  # written into out
+                return out
+            if isinstance(result, torch.Tensor):
+                return result
+            # deferred: the contributions held for the finalize
+            return tuple(getattr(result, k) for k in ("route_accumulator", "route_experts")
+                         if getattr(result, k) is not None) or (result.out,)
+        return moe, (t(M, H // 2, dtype=U8),)
+    return build
+
+
+def _alphamoe_finalize(t, fi):
+    """The deferred routed MoE's finalize, seeded by the shared expert's output: the
+    deferred contributions as the complete-route path leaves them (route 1: per-route fp32
+    accumulators and experts), made by AlphaMoeNvfp4DeferredOutput's own constructor."""
+    from flashinfer.fused_moe import alphamoe_nvfp4_sm100 as alphamoe
+    deferred = alphamoe.AlphaMoeNvfp4DeferredOutput(
+        1, t(M * TOP_K, H, dtype=F32), t(M * TOP_K, dtype=I32), t(M, TOP_K, dtype=F32),
+        t(E, dtype=F32), 1.0, TOP_K, None)
+
+    def finalize(seed):
+        return alphamoe.alphamoe_nvfp4_finalize_deferred(deferred, seed)
+    return finalize, (t(M, H, dtype=BF16),)
+
+
+# Routers: logits in, top-k (and, for the aligned ones, the block plan) out.
+def _alphamoe_router(t, fi):
+    from flashinfer import fused_moe
+
+    def route(logits):
+        plan = fused_moe.alphamoe_fused_router(logits, top_k=TOP_K, block_m=BLOCK_M)
+        return plan.topk_weights, plan.topk_ids, plan.sorted_token_ids, plan.expert_ids
+    return route, (t(M, E, dtype=F32),)
+
+
+def _kimi_k3_router(t, fi):
+    """Kimi-K3: 896 experts, top-16 on sigmoid(logits) + bias, aligned plan in one launch."""
+    from flashinfer import fused_moe
+
+    def route(logits, bias):
+        plan = fused_moe.kimi_k3_fused_router(logits, bias, block_m=BLOCK_M)
+        return plan.topk_weights, plan.topk_ids
+    return route, (t(M, 896, dtype=F32), t(896, dtype=F32))
+
+
+def _hash_topk(t, fi):
+    """DeepSeek-V4 hash-MoE layer: experts from the token-to-expert table."""
+    from flashinfer import fused_moe
+    vocab = 1024
+
+    def route(router_logits, input_ids, tid2eid):
+        return fused_moe.hash_topk(router_logits, input_ids, tid2eid, launch_with_pdl=False)
+    return route, (t(M, E, dtype=F32), t(M, dtype=torch.int64), t(vocab, TOP_K, dtype=I32))
+
+
+def _trtllm_gen_routing(t, fi):
+    """The trtllm-gen routing kernels alone (Renormalize), as the fused MoE runs them."""
+    from flashinfer import fused_moe
+    from flashinfer.tllm_enums import RoutingMethodType
+
+    def route(logits):
+        result = fused_moe.trtllm_gen_routing(logits, None, RoutingMethodType.Renormalize,
+                                              TOP_K, local_num_experts=E, enable_pdl=False)
+        return tuple(v for v in vars(result).values() if isinstance(v, torch.Tensor)) \
+            if hasattr(result, "__dict__") else tuple(result)
+    return route, (t(M, E, dtype=BF16),)
+
+
+def _populate_routing_metadata(t, fi):
+    """Routing metadata slots (allocated before capture, one tile of 8 tokens per CTA)
+    filled from this step's packed top-k ids: the in-forward half of the pair."""
+    from flashinfer.fused_moe import core
+    slot = core.TrtllmMoERoutingMetadataSlot(8, *(t(n, dtype=I32) for n in (
+        1, M * TOP_K, PLAN + 1, M * TOP_K, 2 * E, E, PLAN // 8, PLAN // 8, 1)))
+    metadata = core.TrtllmMoERoutingMetadata(
+        routing_input_mode=core.RoutingInputMode.PackedPrecomputed, num_experts=E,
+        top_k=TOP_K, local_expert_offset=0, num_local_experts=E, slots=(slot,))
+
+    def populate(topk_ids):
+        core.populate_trtllm_moe_routing_metadata_(metadata, topk_ids)
+        return slot.expanded_idx_to_permuted_idx
+    return populate, (t(M, TOP_K, dtype=I32),)
+
+
+def _mono_moe(t, fi):
+    """MonoMoE: FP8 128x128 block-scaled experts routed from logits inside; its kernel is
+    specialized to one model's sizes (E=256, N=512, K=2048), so those are used here. As a
+    server runs it: up weights interleaved at load (interleave_up=False), the scratchpad
+    allocated once (alloc_scratchpad asks the kernel library its size, which this machine
+    has not built: a 64 MiB buffer stands in, only the kernel reads it)."""
+    from flashinfer import fused_moe
+    e, n, k = 256, 512, 2048
+    w_up, s_up = t(e, 2 * n, k, dtype=FP8), t(e, 2 * n // 128, k // 128, dtype=F32)
+    w_down, s_down = t(e, k, n, dtype=FP8), t(e, k // 128, n // 128, dtype=F32)
+    scratchpad = t(64 << 20, dtype=U8)
+
+    def moe(x, router_logits):
+        return fused_moe.mono_moe(x, router_logits, w_up, s_up, w_down, s_down, 8,
+                                  scratchpad=scratchpad, interleave_up=False)
+    return moe, (t(M, k, dtype=BF16), t(M, e, dtype=F32))
+
+
+def _cudnn_frost_gemm1(t, fi):
+    """cuDNN Frost GEMM1 + SwiGLU over tokens already grouped by expert (one group each)."""
+    from flashinfer import fused_moe
+    rows = M * TOP_K
+    gate, up = t(E, I, H, dtype=BF16), t(E, I, H, dtype=BF16)
+    offsets, scale = t(E + 1, dtype=I32), t(1, dtype=F32)
+    workspace = t(64 << 20, dtype=U8)
+
+    def gemm1(grouped_tokens):
+        return fi.cudnn_frost_grouped_gemm1_swiglu(grouped_tokens, gate, up, offsets, scale,
+                                                   workspace)
+    return gemm1, (t(rows, H, dtype=BF16),)
+
+
+# Multi-LoRA MoE (BGMV): adapter banks [max_loras, E, rank, feat], their pointer tables
+# filled when the adapters load (fill_w_ptr), the routed pairs of a moe_align plan.
+LORAS, RANK = 2, 16
+
+
+def _lora_pairs(t):
+    return dict(sorted_token_ids=t(M * TOP_K, dtype=I32), expert_ids=t(M * TOP_K, dtype=I32))
+
+
+def _bgmv_moe(t, fi):
+    from flashinfer import fused_moe
+    lora_a = [t(LORAS, E, RANK, H, dtype=BF16)]
+    lora_b = [t(LORAS, E, H, RANK, dtype=BF16)]
+
+    def delta(x, lora_indices, topk_weights):
+        return fused_moe.bgmv_moe(x, lora_a, lora_b, lora_indices=lora_indices,
+                                  topk_weights=topk_weights, num_experts=E, **pairs)
+    pairs = _lora_pairs(t)
+    return delta, (t(M, H, dtype=BF16), t(M, dtype=I32), t(M * TOP_K, dtype=F32))
+
+
+def _bgmv_shrink(t, fi):
+    from flashinfer import fused_moe
+    w_ptr, pairs = t(1, E, dtype=torch.int64), _lora_pairs(t)
+
+    def shrink(x, lora_indices):
+        y = torch.zeros(1, M * TOP_K, RANK, dtype=BF16, device="cuda")
+        fused_moe.bgmv_moe_shrink(y, x, w_ptr, lora_indices=lora_indices,
+                                  lora_stride=E * RANK * H, **pairs)
+        return y
+    return shrink, (t(M, H, dtype=BF16), t(M, dtype=I32))
+
+
+def _bgmv_expand(t, fi):
+    from flashinfer import fused_moe
+    w_ptr, pairs = t(1, E, dtype=torch.int64), _lora_pairs(t)
+    slice_start_loc = t(1, dtype=torch.int64)
+
+    def expand(x, lora_indices, topk_weights):
+        y = torch.zeros(M, H, dtype=F32, device="cuda")
+        fused_moe.bgmv_moe_expand(y, x, w_ptr, topk_weights=topk_weights,
+                                  lora_indices=lora_indices, slice_start_loc=slice_start_loc,
+                                  output_slices=[H], lora_stride=E * H * RANK, **pairs)
+        return y
+    return expand, (t(1, M * TOP_K, RANK, dtype=BF16), t(M, dtype=I32),
+                    t(M * TOP_K, dtype=F32))
+
+
+def _lora_gemm1_delta(t, fi):
+    """The FC1 LoRA delta the trtllm routed MoE takes (gemm1_lora_delta): gate and up banks."""
+    from flashinfer import fused_moe
+    w_ptr_a, w_ptr_b = t(2, E, dtype=torch.int64), t(2, E, dtype=torch.int64)
+
+    def delta(hidden_states, topk_ids, lora_ids):
+        return fused_moe.bgmv_moe_gemm1_lora_delta(
+            hidden_states, w_ptr_a, E * RANK * H, w_ptr_b, E * I * RANK, topk_ids, lora_ids,
+            RANK, I)
+    return delta, (t(M, H, dtype=BF16), t(M, TOP_K, dtype=I32), t(M, dtype=I32))
+
+
+def _lora_gemm2_delta(t, fi):
+    """The FC2 LoRA delta over the routed MoE's activation output (do_finalize=False)."""
+    from flashinfer import fused_moe
+    w_ptr_a, w_ptr_b = t(1, E, dtype=torch.int64), t(1, E, dtype=torch.int64)
+
+    def delta(act, expanded_idx_to_permuted_idx, topk_ids, topk_weights, lora_ids):
+        return fused_moe.bgmv_moe_gemm2_lora_delta(
+            act, expanded_idx_to_permuted_idx, w_ptr_a, E * RANK * I, w_ptr_b, E * H * RANK,
+            topk_ids, topk_weights, lora_ids, RANK, H)
+    return delta, (t(M * TOP_K, I, dtype=BF16), t(M * TOP_K, dtype=I32), t(M, TOP_K, dtype=I32),
+                   t(M, TOP_K, dtype=F32), t(M, dtype=I32))
+
+
+# SM120 (RTX Blackwell) grouped expert GEMMs over rows already grouped by expert (m_indptr):
+# FC1 + activation + requantization, then FC2 + finalize scatter back to tokens. Scales are
+# K-major ([K / 128, rows]); the MXFP8 x MXFP4 ones pack four E8M0 scales per int32 (an A
+# scale per 128 of K, four to a word: K / 512; a B scale per 32: K / 128).
+ROWS = M * TOP_K
+
+
+def _sm12x_fc1(op, mx):
+    def build(t, fi):
+        from flashinfer import fused_moe
+        if mx:
+            b_q, b_scale = t(E, 2 * I, H // 2, dtype=U8), t(E, H // 128, 2 * I, dtype=I32)
+            a_scale = t(max(H // 512, 1), ROWS, dtype=I32)
+        else:
+            b_q, b_scale = t(E, 2 * I, H, dtype=FP8), t(E, H // 128, 2 * I // 128, dtype=F32)
+            a_scale = t(H // 128, ROWS, dtype=F32)
+
+        def fc1(a_q, m_indptr):
+            return getattr(fused_moe, op)(a_q, a_scale, b_q, b_scale, m_indptr)
+        return fc1, (t(ROWS, H, dtype=FP8), t(E + 1, dtype=I32))
+    return build
+
+
+def _sm12x_fc2(op, mx):
+    def build(t, fi):
+        from flashinfer import fused_moe
+        if mx:
+            b_q, b_scale = t(E, H, I // 2, dtype=U8), t(E, I // 128, H, dtype=I32)
+            a_scale = t(max(I // 512, 1), ROWS, dtype=I32)
+        else:
+            b_q, b_scale = t(E, H, I, dtype=FP8), t(E, I // 128, H // 128, dtype=F32)
+            a_scale = t(I // 128, ROWS, dtype=F32)
+
+        def fc2(a_q, m_indptr, src_token, pair_scales):
+            return getattr(fused_moe, op)(a_q, a_scale, b_q, b_scale, m_indptr, src_token,
+                                          pair_scales, M)
+        return fc2, (t(ROWS, I, dtype=FP8), t(E + 1, dtype=I32), t(ROWS, dtype=I32),
+                     t(ROWS, dtype=F32))
+    return build
+
 BUILDERS = {
     "trtllm_fp4_block_scale_moe": _trtllm_fp4,
     "trtllm_fp4_block_scale_routed_moe": _trtllm_fp4_routed,
     "cutlass_fused_moe": _cutlass_fp4,
     "fused_topk_deepseek": _topk_deepseek,
+    "trtllm_bf16_moe": _trtllm("trtllm_bf16_moe", _bf16_weights, routed=False),
+    "trtllm_bf16_routed_moe": _trtllm("trtllm_bf16_routed_moe", _bf16_weights, routed=True),
+    "trtllm_fp8_block_scale_moe": _trtllm("trtllm_fp8_block_scale_moe", _fp8_block_weights,
+                                          routed=False),
+    "trtllm_fp8_block_scale_routed_moe": _trtllm("trtllm_fp8_block_scale_routed_moe",
+                                                 _fp8_block_weights, routed=True),
+    "trtllm_fp8_per_tensor_scale_moe": _trtllm("trtllm_fp8_per_tensor_scale_moe",
+                                               _fp8_tensor_weights, routed=False),
+    "trtllm_fp8_per_tensor_scale_routed_moe": _trtllm(
+        "trtllm_fp8_per_tensor_scale_routed_moe", _fp8_tensor_weights, routed=True),
+    "trtllm_fp8_per_channel_scale_moe": _trtllm("trtllm_fp8_per_channel_scale_moe",
+                                                _fp8_channel_weights, routed=False, output=False),
+    "trtllm_fp8_per_channel_scale_routed_moe": _trtllm(
+        "trtllm_fp8_per_channel_scale_routed_moe", _fp8_channel_weights, routed=True,
+        output=False),
+    "trtllm_mxint4_block_scale_moe": _trtllm("trtllm_mxint4_block_scale_moe", _mxint4_weights,
+                                             routed=False),
+    "trtllm_mxint4_block_scale_routed_moe": _trtllm("trtllm_mxint4_block_scale_routed_moe",
+                                                    _mxint4_weights, routed=True),
+    "prims_ts_bf16_moe": _trtllm("prims_ts_bf16_moe", _bf16_weights, routed=False),
+    "prims_ts_bf16_routed_moe": _trtllm("prims_ts_bf16_routed_moe", _bf16_weights, routed=True),
+    "prims_ts_fp4_block_scale_moe": _trtllm("prims_ts_fp4_block_scale_moe", _fp4_weights,
+                                            routed=False),
+    "prims_ts_fp4_block_scale_routed_moe": _trtllm("prims_ts_fp4_block_scale_routed_moe",
+                                                   _fp4_weights, routed=True),
+    "prims_ts_fp8_block_scale_moe": _trtllm("prims_ts_fp8_block_scale_moe", _fp8_block_weights,
+                                            routed=False),
+    "prims_ts_fp8_block_scale_routed_moe": _trtllm("prims_ts_fp8_block_scale_routed_moe",
+                                                   _fp8_block_weights, routed=True),
+    "prims_ts_fp8_per_tensor_scale_moe": _trtllm("prims_ts_fp8_per_tensor_scale_moe",
+                                                 _fp8_tensor_weights, routed=False),
+    "prims_ts_bf16_moe_partitioned": _prims_partitioned("prims_ts_bf16_moe_partitioned",
+                                                        _bf16_weights),
+    "prims_ts_fp4_block_scale_moe_partitioned": _prims_partitioned(
+        "prims_ts_fp4_block_scale_moe_partitioned", _fp4_weights),
+    "prims_ts_fp8_block_scale_moe_partitioned": _prims_partitioned(
+        "prims_ts_fp8_block_scale_moe_partitioned", _fp8_block_weights),
+    "prims_ts_fp8_per_tensor_scale_moe_partitioned": _prims_partitioned(
+        "prims_ts_fp8_per_tensor_scale_moe_partitioned", _fp8_tensor_weights),
+    "cute_dsl_fused_moe": _cute_function("cute_dsl_fused_moe", _cute_nvfp4, quant_mode="w4a4"),
+    "cute_dsl_fused_moe_nvfp4": _cute_function("cute_dsl_fused_moe_nvfp4", _cute_nvfp4),
+    "cute_dsl_fused_moe_mxfp8_mxfp4": _cute_function("cute_dsl_fused_moe_mxfp8_mxfp4",
+                                                     _cute_mxfp8_mxfp4),
+    "cute_dsl_fused_moe_bf16": _cute_function("cute_dsl_fused_moe_bf16", _cute_bf16),
+    "b12x_fused_moe": _cute_function("b12x_fused_moe", _b12x_nvfp4),
+    # Without CUDA graphs (SGLang's --disable-cuda-graph): with them, the constructor makes
+    # its streams and events, which ask the driver this machine lacks.
+    "CuteDslMoEWrapper.run": _cute_wrapper("CuteDslMoEWrapper", _cute_nvfp4,
+                                           use_cuda_graph=False, quant_mode="w4a4"),
+    "CuteDslMxfp8Mxfp4MoEWrapper.run": _cute_wrapper("CuteDslMxfp8Mxfp4MoEWrapper",
+                                                     _cute_mxfp8_mxfp4),
+    "CuteDslBf16MoEWrapper.run": _cute_wrapper("CuteDslBf16MoEWrapper", _cute_bf16),
+    "B12xMoEWrapper.run": _cute_wrapper("B12xMoEWrapper", _b12x_nvfp4, use_cuda_graph=True),
+    "alphamoe_fp8_block_scale_aligned_moe": _alphamoe_fp8,
+    "alphamoe_nvfp4_aligned_moe": _alphamoe_nvfp4("alphamoe_nvfp4_aligned_moe", routed=False),
+    "alphamoe_nvfp4_routed_moe": _alphamoe_nvfp4("alphamoe_nvfp4_routed_moe", routed=True),
+    "alphamoe_nvfp4_routed_moe_deferred": _alphamoe_nvfp4("alphamoe_nvfp4_routed_moe_deferred",
+                                                          routed=True),
+    "alphamoe_nvfp4_finalize_deferred": _alphamoe_finalize,
+    "alphamoe_fused_router": _alphamoe_router,
+    "kimi_k3_fused_router": _kimi_k3_router,
+    "hash_topk": _hash_topk,
+    "trtllm_gen_routing": _trtllm_gen_routing,
+    "populate_trtllm_moe_routing_metadata_": _populate_routing_metadata,
+    "mono_moe": _mono_moe,
+    "cudnn_frost_grouped_gemm1_swiglu": _cudnn_frost_gemm1,
+    "bgmv_moe": _bgmv_moe,
+    "bgmv_moe_shrink": _bgmv_shrink,
+    "bgmv_moe_expand": _bgmv_expand,
+    "bgmv_moe_gemm1_lora_delta": _lora_gemm1_delta,
+    "bgmv_moe_gemm2_lora_delta": _lora_gemm2_delta,
+    "cute_dsl_sm12x_fc1_act_q1_fp8": _sm12x_fc1("cute_dsl_sm12x_fc1_act_q1_fp8", mx=False),
+    "cute_dsl_sm12x_fc1_act_q1_mxfp8_mxfp4": _sm12x_fc1("cute_dsl_sm12x_fc1_act_q1_mxfp8_mxfp4",
+                                                        mx=True),
+    "cute_dsl_sm12x_fc2_finalize_fp8": _sm12x_fc2("cute_dsl_sm12x_fc2_finalize_fp8", mx=False),
+    "cute_dsl_sm12x_fc2_finalize_mxfp8_mxfp4": _sm12x_fc2(
+        "cute_dsl_sm12x_fc2_finalize_mxfp8_mxfp4", mx=True),
 }
