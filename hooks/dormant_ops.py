@@ -857,20 +857,24 @@ def _outside_the_trace(loader):
     key = id(loader)
 
     @assume_constant_result
-    def build(*args):
+    def build(*args, **kwargs):
         try:
-            _BUILT[(key,) + args] = loader(*args)
+            _BUILT[(key,) + args + tuple(kwargs.items())] = loader(*args, **kwargs)
         except Exception as e:
             raise RuntimeError(NOT_BUILT.format(
-                loader=getattr(loader, "__qualname__", loader), args=", ".join(map(repr, args)),
+                loader=getattr(loader, "__qualname__", loader),
+                args=", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())]),
                 error=f"{type(e).__name__}: {e}")) from e
         # Declarations made by this build (ops declared inside the loader) join this compile.
         wake_pending()
         return True
 
-    def stand_in(*args):
-        build(*args)
-        return _BUILT[(key,) + args]
+    # Keywords too: 0.7.4 calls `get_dsv3_fused_routing_module(backend=backend)`, and a
+    # stand-in taking positions only made Dynamo refuse the call ("Unexpected keyword
+    # arguments") where eager Python builds the module.
+    def stand_in(*args, **kwargs):
+        build(*args, **kwargs)
+        return _BUILT[(key,) + args + tuple(kwargs.items())]
 
     return stand_in
 

@@ -18,8 +18,11 @@ API = ROOT / "integration" / "api_status"
 SHIPPED = ROOT / "docs" / "api-status" / f"{RELEASE}.json"
 PER_FAMILY = 2
 # Always in the subset: 0.7.4's per-stream scratch lookup, a run-time operator under compile
-# (hooks/stream_scratch.py), and a prefill run after its plan() on host index pointers.
-ALWAYS = ["top_k_renorm_probs", "BatchPrefillWithPagedKVCacheWrapper.run"]
+# (hooks/stream_scratch.py), a prefill run after its plan() on host index pointers, and an op
+# whose JIT loader FlashInfer calls with a keyword (`get_dsv3_fused_routing_module(
+# backend=...)`, which dynafold's loader stand-in refused before it took keywords).
+ALWAYS = ["top_k_renorm_probs", "BatchPrefillWithPagedKVCacheWrapper.run",
+          "fused_moe.fused_topk_deepseek"]
 
 
 def _unnumbered(operators):
