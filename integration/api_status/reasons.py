@@ -15,7 +15,9 @@ RULES = [
     (r"CuTe-DSL backend, which is not available|No module named 'cutlass'",
      "needs the CuTe DSL (nvidia-cutlass-dsl), not importable in this environment: not traced "
      "here"),
-    (r"unsupported operand type\(s\) for [%|&]: 'int' and 'int'|data_ptr",
+    # `int(t.data_ptr())` (0.7.4's Cake KDA/GDP alignment flags) fails as the int() call itself.
+    (r"unsupported operand type\(s\) for ([%|&]|//): 'int' and 'int'|data_ptr|"
+     r"The type int has an nb_int C slot",
      "checks a tensor's data_ptr() alignment on the traced path: Dynamo cannot read an "
      "address, a break on a GPU too"),
     (r"setattr\(\) is not supported on type (\w+)",
@@ -62,6 +64,20 @@ RULES = [
      "FlashInfer's own device check refuses both stand-ins (sm90, sm100)"),
     (r"Found no NVIDIA driver|CUDA driver version is insufficient|NVIDIA driver library",
      "asks the CUDA driver on its path (no driver on this machine): not traced here"),
+    # 0.7.4's GDN prefill (CuTe DSL CP kernels: `torch.cuda.current_stream(device).cuda_stream`
+    # for a cuda.bindings launch) and MiniMax-H3's prepared programs (`tvm_ffi.
+    # use_torch_stream()`): Dynamo stops at the stream lookup; past it is the C launch.
+    (r"bad device argument to torch\.accelerator\.current_stream",
+     "launches its kernel from FlashInfer's Python on the traced path (the current CUDA "
+     "stream's raw handle for a CuTe DSL or tvm_ffi launch), outside any op declaration: no "
+     "operator boundary, a break on a GPU too"),
+    (r"builtin `posix\.(stat|getcwd|listdir|open)",
+     "reads the file system on the traced path (a Cake kernel manifest or the CuTe DSL "
+     "compile cache: the kernel's loader is outside any op declaration), a break on a GPU too"),
+    # cute.compile's diagnostics (cutlass base_dsl/diagnostics.py) format their messages.
+    (r"method `format_map` of class `str`",
+     "compiles its CuTe DSL kernel (cute.compile) on the traced path, outside any op "
+     "declaration: no operator boundary, a break on a GPU too"),
 ]
 
 
