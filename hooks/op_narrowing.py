@@ -382,7 +382,9 @@ def fresh_result(fn, hints, spec):
     buffers for them (hooks/op_corrections.py, `fresh_only`): one operator for calls whose
     `spec["when"]` parameters are all None, returning the `spec["results"]` fresh tensors and
     writing nothing of the caller's. A call that gives a buffer is traced as shipped: its
-    result is then the buffer, or a tuple holding it, by a dtype no check here can test."""
+    result is then the buffer, or a tuple holding it, by a dtype no check here can test. A
+    `Union[scalar, Tensor]` parameter (gated_residual_next_rmsnorm's `alpha`) gives one such
+    operator per member, as `variants` does."""
     try:
         names = list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
@@ -392,10 +394,22 @@ def fresh_result(fn, hints, spec):
         return f"correction names parameters the kernel lacks ({', '.join(missing)})"
     count = spec["results"]
     result = torch.Tensor if count == 1 else typing.Tuple[(torch.Tensor,) * count]
-    fresh = Narrowing.of(fn, hints, fits={name: _fits(value)
-                                          for name, value in spec["when"].items()},
-                         result=result)
-    return fresh if isinstance(fresh, str) else [fresh]
+    fits = {name: _fits(value) for name, value in spec["when"].items()}
+    unions = [name for name, hint in hints.items()
+              if name != "return" and is_union(hint) and _rule(name, hint) is None]
+    if len(unions) > 1:
+        return "schema not expressible (more than one Union parameter)"
+    members = _split_members(hints[unions[0]]) if unions else [None]
+    if members is None:
+        return "schema not expressible (a Union parameter)"
+    out = []
+    for member in members:
+        split = {unions[0]: member} if member is not None else None
+        fresh = Narrowing.of(fn, hints, split=split, fits=fits, result=result)
+        if isinstance(fresh, str):
+            return fresh
+        out.append(fresh)
+    return out
 
 
 def prototype_of(fn, parameters, result):

@@ -59,7 +59,10 @@ NOT_THROUGH_THE_OPERATOR = {
 NORMS = ["flashinfer.norm:" + name for name in (
     "fused_rmsnorm_silu", "fused_dit_gate_residual_layernorm_gamma_beta",
     "fused_dit_gate_residual_layernorm_scale_shift", "fused_dit_residual_layernorm_scale_shift")]
-OWN = {"0.6.16": NORMS, "0.7.4": NORMS + [
+# 0.7.4's fused norms for the SM100 family (data_ptr() checks before their declared ops).
+GATED_NORMS = ["flashinfer.norm:" + name for name in (
+    "gated_residual_rmsnorm", "gated_residual_next_rmsnorm", "rmsnorm_sigmoid_gate")]
+OWN = {"0.6.16": NORMS, "0.7.4": NORMS + GATED_NORMS + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
