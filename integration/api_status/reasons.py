@@ -51,6 +51,10 @@ RULES = [
      "under Dynamo, binding the keyword argument `{0}` raises TypeError where eager Python "
      "does not (FlashInfer's backend_requirement wrapper passes it on): a break on a GPU too; "
      "the cause, Dynamo's or dynafold's, not yet found"),
+    # Before the general context-manager rule: 0.7.4's KDA prefill wrapper runs under its
+    # planner's threading.Lock (experimental/kda_prefill_wrapper `with self._lock`).
+    (r"enter a `lock` context manager",
+     "takes a threading lock (`with self._lock`) on the traced path, a break on a GPU too"),
     (r"Unsupported context manager",
      "enters a context manager Dynamo cannot trace (FlashInfer's autotuner or device scope) on "
      "the traced path, a break on a GPU too"),
@@ -67,6 +71,10 @@ RULES = [
     # 0.7.4's GDN prefill (CuTe DSL CP kernels: `torch.cuda.current_stream(device).cuda_stream`
     # for a cuda.bindings launch) and MiniMax-H3's prepared programs (`tvm_ffi.
     # use_torch_stream()`): Dynamo stops at the stream lookup; past it is the C launch.
+    # 0.7.4's GDN-2 and GDP prefill run cuDNN's fused engine only.
+    (r"requires the cudnn Python frontend",
+     "needs cuDNN's Python frontend (nvidia-cudnn-frontend), not installed in this "
+     "environment: not traced here"),
     (r"bad device argument to torch\.accelerator\.current_stream",
      "launches its kernel from FlashInfer's Python on the traced path (the current CUDA "
      "stream's raw handle for a CuTe DSL or tvm_ffi launch), outside any op declaration: no "
