@@ -87,8 +87,11 @@ NARROWED = {
     "offset": Rule(typing.Optional[int], _fits_not_a_tensor, applies=lambda h: is_union(h)),
     "return_valid": Rule(None, _fits_false, False),
     # fp4_quantize's cute-dsl kernel (0.7.2 on): the resolved NVFP4 "4over6" recipe, a dataclass
-    # (no schema type); None is the recipe off, FlashInfer's default.
-    "nvfp4_4over6": Rule(None, _fits_none),
+    # (no schema type); None is the recipe off, FlashInfer's default. Not a `bool` of that name
+    # (0.7.4's slot-mapping NVFP4 KV append kernel takes `nvfp4_4over6 is not None`), which a
+    # schema says as it is: narrowed to None, no call would fit and each would be traced as
+    # shipped, into the JIT kernel.
+    "nvfp4_4over6": Rule(None, _fits_none, applies=lambda hint: hint is not bool),
     # The attention run kernels' plan (`List[int] plan_info_vec`): as `int[]` each int would be
     # a constant of the graph, guarded, so every new batch would recompile. It reaches the
     # operator as an int64 CPU tensor (hooks/attention_plans.py keeps it one under compile) and

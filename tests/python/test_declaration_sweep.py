@@ -50,9 +50,7 @@ NOT_IMPORTABLE = {
 # Equal, but Dynamo inlined the declared function instead of calling its operator: the
 # declaration's narrowing does not take the call this sweep's generic arguments make. Named, so
 # that no other declaration passes this way unnoticed.
-NOT_THROUGH_THE_OPERATOR = {
-    "flashinfer.page:_nvfp4_quantize_append_paged_kv_cache_with_slot_mapping_kernel",  # 0.7.4
-}
+NOT_THROUGH_THE_OPERATOR = set()
 
 
 # dynafold's own declarations the sweep makes again, per release.
