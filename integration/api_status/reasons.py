@@ -82,6 +82,15 @@ RULES = [
     (r"builtin `posix\.(stat|getcwd|listdir|open)",
      "reads the file system on the traced path (a Cake kernel manifest or the CuTe DSL "
      "compile cache: the kernel's loader is outside any op declaration), a break on a GPU too"),
+    # 0.7.2's MiniMax-H3 MXFP8 pre-attention ships programs per token count (0.7.4: any).
+    (r"no exact MiniMax-H3 \w+ route for M=(\d+)",
+     "this release's programs cover fixed token counts only, none the builder's M={0} (its "
+     "arguments are 0.7.4's, which takes any): not traced here"),
+    # jit/cute_dsl_core.py build_and_load_cute_dsl_kernel hashes its kernel's source files
+    # (0.7.2's KDA decode), a cached loader no op declaration holds.
+    (r"builtin `_hashlib\.",
+     "builds its CuTe DSL kernel on the traced path (hashes the kernel's sources for its "
+     "cache key), outside any op declaration: no operator boundary, a break on a GPU too"),
     # cute.compile's diagnostics (cutlass base_dsl/diagnostics.py) format their messages.
     (r"method `format_map` of class `str`",
      "compiles its CuTe DSL kernel (cute.compile) on the traced path, outside any op "

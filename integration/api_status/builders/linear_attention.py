@@ -223,27 +223,46 @@ def _packed_fused_kda_decode(t, fi):
 M, P = 4, 1
 
 
+# The fixed model: hidden 5376, 56 heads of q, k and v at head dim 128, so 56 * 3 rows of 128
+# per token to quantize and pack (the classes' docstrings); scale tiles swizzled 128x4.
+HIDDEN, HEADS, WIDTH = 5376, 56, 56 * 3 * D
+
+
+def _rows(m, p):
+    return m * (HEADS // p) * 3
+
+
+def _round128(n):
+    return -(-n // 128) * 128
+
+
 def _minimax_common(t):
-    from flashinfer.diffusion_ops import cake_minimax_h3_nvfp4 as nv
-    hidden, width = nv._HIDDEN, nv._QKV_WIDTH
+    hidden, width = HIDDEN, WIDTH
     return dict(x=t(M, hidden), x_norm_weight=t(hidden), adaln_scale=t(9, hidden),
                 adaln_shift=t(9, hidden), adaln_index=torch.zeros(M, device="cuda", dtype=I32),
                 q_norm_weight=t(D), k_norm_weight=t(D), rope_cos_sin=t(M, 96)), hidden, width
 
 
+def _nvfp4_out(t):
+    """NVFP4 destinations: E2M1 nibble pairs [P, M, 56 / P, 3, 64], e4m3 scales (8 per row of
+    128) in 128-row tiles, and the static global encode scale."""
+    u8 = torch.uint8
+    return dict(out_q=t(P, M, HEADS // P, 3, D // 2, dtype=u8),
+                out_sf=t(P, _round128(_rows(M, P)) * (D // 16), dtype=u8),
+                out_global_scale=t(1, dtype=F32))
+
+
 def _minimax_mxfp8(t, fi):
     from flashinfer import gemm
-    from flashinfer.diffusion_ops import cake_minimax_h3_mxfp8 as mx
     common, hidden, width = _minimax_common(t)
     u8 = torch.uint8
-    rows = mx.minimax_h3_mxfp8_rows_per_destination(M, P)
     run = dict(common, qkv_weight_q=t(width, hidden, dtype=torch.float8_e4m3fn),
                qkv_weight_sf=t(width * (hidden // 32), dtype=u8),
-               out_q=t(P, M, 56 // P, 3, D, dtype=torch.float8_e4m3fn),
-               out_sf=t(P, -(-rows // 128) * 128 * (D // 32), dtype=u8))
+               out_q=t(P, M, HEADS // P, 3, D, dtype=torch.float8_e4m3fn),
+               out_sf=t(P, _round128(_rows(M, P)) * (D // 32), dtype=u8))
     op = fi.MiniMaxH3Mxfp8PreAttention(
         **run, activation_q=t(M, hidden, dtype=torch.float8_e4m3fn),
-        activation_sf=t(-(-M // 128) * 128 * (hidden // 32), dtype=u8),
+        activation_sf=t(_round128(M) * (hidden // 32), dtype=u8),
         qkv_bf16=t(M, width), gemm_workspace=t(gemm.gemm_base.DEFAULT_WORKSPACE_SIZE, dtype=u8),
         P=P)
     names = tuple(run)
@@ -251,30 +270,21 @@ def _minimax_mxfp8(t, fi):
 
 
 def _minimax_nvfp4(t, fi):
-    from flashinfer.diffusion_ops import cake_minimax_h3_nvfp4 as nv
     common, hidden, width = _minimax_common(t)
     u8 = torch.uint8
-    shapes = nv.minimax_h3_nvfp4_output_shapes(M, P, "nvfp4")
     run = dict(common, x_global_scale=t(1, dtype=F32), qkv_weight_q=t(width, hidden // 2,
                                                                          dtype=u8),
                qkv_weight_sf=t(width * (hidden // 16), dtype=u8), w_global_scale=t(1, dtype=F32),
-               out_q=t(*shapes["out_q"][0], dtype=shapes["out_q"][1]),
-               out_global_scale=t(1, dtype=F32),
-               out_sf=t(*shapes["out_sf"][0], dtype=shapes["out_sf"][1]))
+               **_nvfp4_out(t))
     op = fi.MiniMaxH3Nvfp4PreAttention(
         **run, activation_q=t(M, hidden // 2, dtype=u8),
-        activation_sf=t(-(-M // 128) * 128 * (hidden // 16), dtype=u8), P=P)
+        activation_sf=t(_round128(M) * (hidden // 16), dtype=u8), P=P)
     names = tuple(run)
     return (lambda *a: op.run(**dict(zip(names, a)))), tuple(run.values())
 
 
 def _minimax_qkv_pack(t, fi):
-    from flashinfer.diffusion_ops import cake_minimax_h3_qkv_pack as pack
-    shapes = pack.minimax_h3_qkv_pack_output_shapes(M, P, "nvfp4")
-    run = dict(q=t(M, 56, D), k=t(M, 56, D), v=t(M, 56, D),
-               out_q=t(*shapes["out_q"][0], dtype=shapes["out_q"][1]),
-               out_sf=t(*shapes["out_sf"][0], dtype=shapes["out_sf"][1]),
-               out_global_scale=t(1, dtype=F32))
+    run = dict(q=t(M, HEADS, D), k=t(M, HEADS, D), v=t(M, HEADS, D), **_nvfp4_out(t))
     op = fi.MiniMaxH3QkvQuantizePack(**run, P=P, format="nvfp4")
     names = tuple(run)
     return (lambda *a: op.run(**dict(zip(names, a)))), tuple(run.values())
