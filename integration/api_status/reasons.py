@@ -110,6 +110,11 @@ def reason(error, eager=()):
             m = re.match(r"NotImplementedError: (\w+): a JIT kernel", line or "")
             if m:
                 error = f"jit_module.{m.group(1)}"
+    if re.search(r"Unexpected keyword arguments", error or "") and any(
+            re.search(r"got an unexpected keyword argument", line or "") for line in eager):
+        # Dynamo's binding error, but eager Python refuses the call too: the release's
+        # signature lacks the argument (0.6.16's recurrent_kda has no `backend`).
+        error = next(line for line in eager if "got an unexpected keyword argument" in line)
     for pattern, text in RULES:
         m = re.search(pattern, error or "")
         if m:

@@ -145,7 +145,7 @@ def _kda_prefill_args(t):
 def _recurrent_kda(t, fi):
     """SGLang 0.5.23's Kimi-Linear extend (kda_flashinfer_prefill.py): raw gates and beta
     logits, the state pool indexed by slot, int32 cu_seqlens, the CuTe DSL backend."""
-    from flashinfer.kda import recurrent_kda
+    recurrent_kda = fi.recurrent_kda  # flashinfer.kda in 0.7.x, flashinfer.kda_decode before
 
     def f(q, k, v, g, beta, A_log, dt_bias, pool, slots, cu):
         out = recurrent_kda(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias,
