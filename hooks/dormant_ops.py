@@ -126,6 +126,24 @@ EXTRA_DECLARATIONS = [
       for name in ("fused_dit_gate_residual_layernorm_gamma_beta",
                    "fused_dit_gate_residual_layernorm_scale_shift",
                    "fused_dit_residual_layernorm_scale_shift")),
+    # 0.7.4's fused norms for hidden size 8192 / head dim 64 (SM100 family) check every
+    # tensor's data_ptr() alignment in the public function's body and pick the backend (Cake
+    # program or CuTe DSL kernel) from it there, before calling their declared op: no trace
+    # can read an address, and the choice belongs to each call's real pointers. So the
+    # boundary is the public function, checks and choice included. gated_residual_rmsnorm and
+    # gated_residual_next_rmsnorm are woken for the call that gives no output buffer, whose
+    # results are fresh (hooks/op_corrections.py `fresh_only`; their fakes are
+    # hooks/op_fakes.py's); rmsnorm_sigmoid_gate writes `input` in place and returns nothing.
+    # Its schema is given: its `backend` is a Literal, which torch infers no type for (a
+    # narrowing makes it a str for the other two). The kernels write only those outputs
+    # (docs/op-audit). Named `_public`: FlashInfer declares the private ops by the plain names.
+    ("flashinfer.norm", "gated_residual_rmsnorm", "flashinfer::gated_residual_rmsnorm_public",
+     (), None),
+    ("flashinfer.norm", "gated_residual_next_rmsnorm",
+     "flashinfer::gated_residual_next_rmsnorm_public", (), None),
+    ("flashinfer.norm", "rmsnorm_sigmoid_gate", "flashinfer::rmsnorm_sigmoid_gate_public",
+     ("input",), "(Tensor(a0!) input, Tensor gate, float eps=1e-05, *, bool enable_pdl=True, "
+     "str backend=\"auto\") -> ()"),
     # per_token_group_quant_8bit(backend="cuda") (0.7.4) -> _per_token_group_quant_8bit_cuda:
     # its argument checks, two fresh outputs and the JIT call, nothing else; the kernel only
     # reads `x` (docs/op-audit). Its fake is hooks/op_fakes.py's. 0.7.2 has no such backend.
@@ -374,9 +392,10 @@ _extras_declared = set()
 
 
 def _schema_names(schema):
-    """The parameter names of a `(Type name, ...) -> ...` schema."""
+    """The parameter names of a `(Type name[=default], ..., *, ...) -> ...` schema."""
     params = schema[1:schema.rindex(") ->")]
-    return [p.split()[-1] for p in params.split(",") if p.strip()]
+    return [p.split("=")[0].split()[-1] for p in params.split(",")
+            if p.strip() and p.strip() != "*"]
 
 
 # len(sys.modules) at the last scan for loaders: a new FlashInfer module means a new scan.

@@ -132,6 +132,16 @@ CORRECTIONS = {
        for name in ("fused_dit_gate_residual_layernorm_gamma_beta",
                     "fused_dit_gate_residual_layernorm_scale_shift",
                     "fused_dit_residual_layernorm_scale_shift")},
+    # dynafold's declarations of 0.7.4's gated residual norms (hooks/dormant_ops.py): the
+    # kernels write only `out` (`residual_out`, `ffn_input`), each the caller's when given, else
+    # allocated by the function (norm/kernels/gated_residual_rmsnorm.py,
+    # gated_residual_next_rmsnorm.py; docs/op-audit).
+    ("flashinfer.norm", "gated_residual_rmsnorm"): {
+        "fresh_only": {"when": {"out": None}, "results": 1},
+    },
+    ("flashinfer.norm", "gated_residual_next_rmsnorm"): {
+        "fresh_only": {"when": {"residual_out": None, "ffn_input": None}, "results": 2},
+    },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",
     },

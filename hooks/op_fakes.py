@@ -92,6 +92,19 @@ def _fused_dit_layernorm(values):
     return torch.empty_like(input), norm
 
 
+def _gated_residual_rmsnorm(values):
+    """0.7.4's `gated_residual_rmsnorm` with no `out` given (the only call woken): the
+    function's `torch.empty_like(residual)`, float32 (rows, 8192) like the residual it
+    requires."""
+    return torch.empty_like(values["residual"])
+
+
+def _gated_residual_next_rmsnorm(values):
+    """0.7.4's `gated_residual_next_rmsnorm` with neither output given (the only call woken):
+    `(torch.empty_like(residual), torch.empty_like(branch))`, float32 and bfloat16."""
+    return torch.empty_like(values["residual"]), torch.empty_like(values["branch"])
+
+
 def _per_token_group_quant_8bit_cuda(values):
     """`_per_token_group_quant_8bit_cuda`'s `(x_q, x_s)` as it allocates them (0.7.4): `x_q`
     like `x` in `dst_dtype`; float32 scales, (*x.shape[:-1], groups) row-major, or with
@@ -193,6 +206,11 @@ BY_NAME = {
        for name in ("fused_dit_gate_residual_layernorm_gamma_beta",
                     "fused_dit_gate_residual_layernorm_scale_shift",
                     "fused_dit_residual_layernorm_scale_shift")},
+    # dynafold's own declarations of 0.7.4's gated residual norms (hooks/dormant_ops.py),
+    # woken for the call that gives no output buffer (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::gated_residual_rmsnorm_public": (_gated_residual_rmsnorm, ("residual", "out")),
+    "flashinfer::gated_residual_next_rmsnorm_public": (
+        _gated_residual_next_rmsnorm, ("residual", "branch")),
     # dynafold's own declaration (hooks/dormant_ops.py) of per_token_group_quant_8bit's CUDA
     # backend.
     "flashinfer::per_token_group_quant_8bit_cuda": (

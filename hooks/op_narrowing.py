@@ -87,8 +87,11 @@ NARROWED = {
     "offset": Rule(typing.Optional[int], _fits_not_a_tensor, applies=lambda h: is_union(h)),
     "return_valid": Rule(None, _fits_false, False),
     # fp4_quantize's cute-dsl kernel (0.7.2 on): the resolved NVFP4 "4over6" recipe, a dataclass
-    # (no schema type); None is the recipe off, FlashInfer's default.
-    "nvfp4_4over6": Rule(None, _fits_none),
+    # (no schema type); None is the recipe off, FlashInfer's default. Not a `bool` of that name
+    # (0.7.4's slot-mapping NVFP4 KV append kernel takes `nvfp4_4over6 is not None`), which a
+    # schema says as it is: narrowed to None, no call would fit and each would be traced as
+    # shipped, into the JIT kernel.
+    "nvfp4_4over6": Rule(None, _fits_none, applies=lambda hint: hint is not bool),
     # The attention run kernels' plan (`List[int] plan_info_vec`): as `int[]` each int would be
     # a constant of the graph, guarded, so every new batch would recompile. It reaches the
     # operator as an int64 CPU tensor (hooks/attention_plans.py keeps it one under compile) and
@@ -382,7 +385,9 @@ def fresh_result(fn, hints, spec):
     buffers for them (hooks/op_corrections.py, `fresh_only`): one operator for calls whose
     `spec["when"]` parameters are all None, returning the `spec["results"]` fresh tensors and
     writing nothing of the caller's. A call that gives a buffer is traced as shipped: its
-    result is then the buffer, or a tuple holding it, by a dtype no check here can test."""
+    result is then the buffer, or a tuple holding it, by a dtype no check here can test. A
+    `Union[scalar, Tensor]` parameter (gated_residual_next_rmsnorm's `alpha`) gives one such
+    operator per member, as `variants` does."""
     try:
         names = list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
@@ -392,10 +397,22 @@ def fresh_result(fn, hints, spec):
         return f"correction names parameters the kernel lacks ({', '.join(missing)})"
     count = spec["results"]
     result = torch.Tensor if count == 1 else typing.Tuple[(torch.Tensor,) * count]
-    fresh = Narrowing.of(fn, hints, fits={name: _fits(value)
-                                          for name, value in spec["when"].items()},
-                         result=result)
-    return fresh if isinstance(fresh, str) else [fresh]
+    fits = {name: _fits(value) for name, value in spec["when"].items()}
+    unions = [name for name, hint in hints.items()
+              if name != "return" and is_union(hint) and _rule(name, hint) is None]
+    if len(unions) > 1:
+        return "schema not expressible (more than one Union parameter)"
+    members = _split_members(hints[unions[0]]) if unions else [None]
+    if members is None:
+        return "schema not expressible (a Union parameter)"
+    out = []
+    for member in members:
+        split = {unions[0]: member} if member is not None else None
+        fresh = Narrowing.of(fn, hints, split=split, fits=fits, result=result)
+        if isinstance(fresh, str):
+            return fresh
+        out.append(fresh)
+    return out
 
 
 def prototype_of(fn, parameters, result):

@@ -16,7 +16,9 @@ RULES = [
     (r"CuTe-DSL backend, which is not available|No module named 'cutlass'",
      "needs the CuTe DSL (nvidia-cutlass-dsl), not importable in this environment: not traced "
      "here"),
-    (r"unsupported operand type\(s\) for [%|&]: 'int' and 'int'|data_ptr",
+    # `int(t.data_ptr())` (0.7.4's Cake KDA/GDP alignment flags) fails as the int() call itself.
+    (r"unsupported operand type\(s\) for ([%|&]|//): 'int' and 'int'|data_ptr|"
+     r"The type int has an nb_int C slot",
      "checks a tensor's data_ptr() alignment on the traced path: Dynamo cannot read an "
      "address, a break on a GPU too"),
     (r"setattr\(\) is not supported on type (\w+)",
@@ -54,6 +56,10 @@ RULES = [
      "under Dynamo, binding the keyword argument `{0}` raises TypeError where eager Python "
      "does not (FlashInfer's backend_requirement wrapper passes it on): a break on a GPU too; "
      "the cause, Dynamo's or dynafold's, not yet found"),
+    # Before the general context-manager rule: 0.7.4's KDA prefill wrapper runs under its
+    # planner's threading.Lock (experimental/kda_prefill_wrapper `with self._lock`).
+    (r"enter a `lock` context manager",
+     "takes a threading lock (`with self._lock`) on the traced path, a break on a GPU too"),
     (r"Unsupported context manager",
      "enters a context manager Dynamo cannot trace (FlashInfer's autotuner or device scope) on "
      "the traced path, a break on a GPU too"),
@@ -103,6 +109,29 @@ RULES = [
     (r"b12x fused MoE requires CUDA (\d+)",
      "FlashInfer's b12x MoE asks for CUDA {0} (this machine's stand-in nvcc says 12.8) and "
      "builds for SM120/SM121 only, which neither stand-in is: not traced here"),
+    # 0.7.4's GDN prefill (CuTe DSL CP kernels: `torch.cuda.current_stream(device).cuda_stream`
+    # for a cuda.bindings launch) and MiniMax-H3's prepared programs (`tvm_ffi.
+    # use_torch_stream()`): Dynamo stops at the stream lookup; past it is the C launch.
+    # 0.7.4's GDN-2 and GDP prefill run cuDNN's fused engine only.
+    (r"requires the cudnn Python frontend",
+     "needs cuDNN's Python frontend (nvidia-cudnn-frontend), not installed in this "
+     "environment: not traced here"),
+    (r"bad device argument to torch\.accelerator\.current_stream",
+     "launches its kernel from FlashInfer's Python on the traced path (the current CUDA "
+     "stream's raw handle for a CuTe DSL or tvm_ffi launch), outside any op declaration: no "
+     "operator boundary, a break on a GPU too"),
+    (r"builtin `posix\.(stat|getcwd|listdir|open)",
+     "reads the file system on the traced path (a Cake kernel manifest or the CuTe DSL "
+     "compile cache: the kernel's loader is outside any op declaration), a break on a GPU too"),
+    # 0.7.2's MiniMax-H3 MXFP8 pre-attention ships programs per token count (0.7.4: any).
+    (r"no exact MiniMax-H3 \w+ route for M=(\d+)",
+     "this release's programs cover fixed token counts only, none the builder's M={0} (its "
+     "arguments are 0.7.4's, which takes any): not traced here"),
+    # jit/cute_dsl_core.py build_and_load_cute_dsl_kernel hashes its kernel's source files
+    # (0.7.2's KDA decode), a cached loader no op declaration holds.
+    (r"builtin `_hashlib\.",
+     "builds its CuTe DSL kernel on the traced path (hashes the kernel's sources for its "
+     "cache key), outside any op declaration: no operator boundary, a break on a GPU too"),
 ]
 
 
@@ -191,6 +220,11 @@ def reason(error, eager=(), frames=()):
             m = re.match(r"NotImplementedError: (\w+): a JIT kernel", line or "")
             if m:
                 error = f"jit_module.{m.group(1)}"
+    if re.search(r"Unexpected keyword arguments", error or "") and any(
+            re.search(r"got an unexpected keyword argument", line or "") for line in eager):
+        # Dynamo's binding error, but eager Python refuses the call too: the release's
+        # signature lacks the argument (0.6.16's recurrent_kda has no `backend`).
+        error = next(line for line in eager if "got an unexpected keyword argument" in line)
     for pattern, text in RULES:
         m = re.search(pattern, error or "")
         if m:

@@ -5,8 +5,9 @@ Dynamo; the kernels are never run (under FakeTensorMode the operators' fakes ans
 1. The device: `torch.cuda.get_device_properties` / `get_device_capability` answer an H200
    (sm90, 132 SMs) or, for ops FlashInfer builds for SM100 and newer only, a B200 (sm100, 148
    SMs); FlashInfer's cached device queries are cleared when the answer changes.
-2. The JIT build: every `JitSpec.build_and_load()` returns a module whose functions are opaque
-   to Dynamo (as a built module's tvm_ffi functions are) and raise if called, so a traced
+2. The JIT build: every `JitSpec.build_and_load()` returns a module whose functions (and the
+   module itself, called as a CuTe DSL kernel) are opaque to Dynamo (as a built module's
+   tvm_ffi functions are) and raise if called, so a traced
    call that reaches one is a graph break exactly where the real kernel's would be, and the
    declarations FlashInfer makes inside its loaders (after the build) are made.
 3. A JIT module's `plan` (the attention schedulers, which run on the host) returns a plan of
@@ -94,6 +95,11 @@ class _Built(types.SimpleNamespace):
         if name.startswith("__"):
             raise AttributeError(name)
         return _kernel(name)
+
+    def __call__(self, *args, **kwargs):
+        # A CuTe DSL kernel built by FlashInfer's JIT (0.7.4's `build_and_load_cute_dsl_kernel`:
+        # the fused gated norms) is the loaded module called itself.
+        return _kernel("__call__")(*args, **kwargs)
 
 
 def _plan(*args, **kwargs):

@@ -50,16 +50,17 @@ NOT_IMPORTABLE = {
 # Equal, but Dynamo inlined the declared function instead of calling its operator: the
 # declaration's narrowing does not take the call this sweep's generic arguments make. Named, so
 # that no other declaration passes this way unnoticed.
-NOT_THROUGH_THE_OPERATOR = {
-    "flashinfer.page:_nvfp4_quantize_append_paged_kv_cache_with_slot_mapping_kernel",  # 0.7.4
-}
+NOT_THROUGH_THE_OPERATOR = set()
 
 
 # dynafold's own declarations the sweep makes again, per release.
 NORMS = ["flashinfer.norm:" + name for name in (
     "fused_rmsnorm_silu", "fused_dit_gate_residual_layernorm_gamma_beta",
     "fused_dit_gate_residual_layernorm_scale_shift", "fused_dit_residual_layernorm_scale_shift")]
-OWN = {"0.6.16": NORMS, "0.7.4": NORMS + [
+# 0.7.4's fused norms for the SM100 family (data_ptr() checks before their declared ops).
+GATED_NORMS = ["flashinfer.norm:" + name for name in (
+    "gated_residual_rmsnorm", "gated_residual_next_rmsnorm", "rmsnorm_sigmoid_gate")]
+OWN = {"0.6.16": NORMS, "0.7.4": NORMS + GATED_NORMS + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 

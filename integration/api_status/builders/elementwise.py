@@ -160,20 +160,34 @@ BUILDERS = {
 
 
 # 0.7.4's newer norms, with the shapes their docstrings give.
-def _gated_residual_rmsnorm(t, fi):
-    f32 = torch.float32
-    return (lambda b, r, w, a, be: fi.gated_residual_rmsnorm(b, r, w, a, be, EPS,
-                                                             enable_pdl=False),
-            (t(4, 8192), t(4, 8192, dtype=f32), t(8192), t(8192, dtype=f32),
-             t(8192, dtype=f32)))
+def _blackwell_only(build):
+    """FlashInfer runs these on the SM100 family only (SM100/103/107, its docstrings; eager
+    raises elsewhere): their arguments are refused as an H200, so they are traced, and their
+    results checked against FlashInfer's own Python, as a B200."""
+    def only(t, fi):
+        if torch.cuda.get_device_capability()[0] != 10:
+            raise RuntimeError("FlashInfer runs this op on the SM100 family only")
+        return build(t, fi)
+    return only
 
 
-def _gated_residual_next_rmsnorm(t, fi):
-    f32 = torch.float32
-    return (lambda b, r, w, a, be: fi.gated_residual_next_rmsnorm(b, r, w, a, be,
-                                                                  enable_pdl=False),
-            (t(4, 8192), t(4, 8192, dtype=f32), t(8192), t(8192, dtype=f32),
-             t(8192, dtype=f32)))
+def _gated_residual(name, **extra):
+    """The default backend ("auto": FlashInfer's Cake program where the package ships one, else
+    its CuTe DSL kernel), and the CuTe DSL kernel by name, whose Python runs to its end here
+    (the Cake package's probe reads a build manifest 0.7.4's wheel does not ship)."""
+    def build(t, fi):
+        f32 = torch.float32
+        args = (t(4, 8192), t(4, 8192, dtype=f32), t(8192), t(8192, dtype=f32),
+                t(8192, dtype=f32))
+        fn = getattr(fi, name)
+        return {backend: ((lambda b, r, w, a, be, backend=backend: fn(
+                    b, r, w, a, be, enable_pdl=False, backend=backend, **extra)), args)
+                for backend in ("auto", "cute")}
+    return build
+
+
+_gated_residual_rmsnorm = _gated_residual("gated_residual_rmsnorm", eps=EPS)
+_gated_residual_next_rmsnorm = _gated_residual("gated_residual_next_rmsnorm")
 
 
 def _rmsnorm_sigmoid_gate(t, fi):
@@ -201,12 +215,78 @@ def _dit(name, gated_scale_shift=False):
 
 
 BUILDERS.update({
-    "gated_residual_rmsnorm": _gated_residual_rmsnorm,
-    "gated_residual_next_rmsnorm": _gated_residual_next_rmsnorm,
-    "rmsnorm_sigmoid_gate": _rmsnorm_sigmoid_gate,
+    "gated_residual_rmsnorm": _blackwell_only(_gated_residual_rmsnorm),
+    "gated_residual_next_rmsnorm": _blackwell_only(_gated_residual_next_rmsnorm),
+    "rmsnorm_sigmoid_gate": _blackwell_only(_rmsnorm_sigmoid_gate),
     "fused_dit_residual_layernorm_scale_shift": _dit("fused_dit_residual_layernorm_scale_shift"),
     "fused_dit_gate_residual_layernorm_scale_shift":
         _dit("fused_dit_gate_residual_layernorm_scale_shift", True),
     "fused_dit_gate_residual_layernorm_gamma_beta":
         _dit("fused_dit_gate_residual_layernorm_gamma_beta"),
+})
+
+
+def _fused_qk_rmsnorm_rope(t, fi):
+    """WAN's video DiT self-attention: one frame of 2x2 patches, 4 heads each of q/k/v at head
+    dim 128, RoPE channels split 44/42/42 over frame/height/width."""
+    heads, dim = 4, 128
+    grid = dict(ppf=1, pph=2, ppw=2, num_frame_channels=44, num_height_channels=42,
+                num_width_channels=42, num_heads_q=heads, num_heads_k=heads,
+                num_heads_v=heads, head_dim=dim)
+    return (lambda qkv, qw, kw: fi.fused_qk_rmsnorm_rope(qkv, qw, kw, **grid),
+            (t(4, 3 * heads * dim), t(heads * dim), t(heads * dim)))
+
+
+def _rope_fp8_append(t, fi):
+    """Fused RoPE + FP8 quantize + paged KV append, as an FP8-KV server's forward calls it:
+    GQA (k/v caches, NHD) and MLA (compressed-KV and rope caches, no V)."""
+    import flashinfer.rope as rope
+    pages, page = 8, 16
+    cache = t(32, 64, dtype=torch.float32)
+    pos = torch.arange(TOK, device="cuda", dtype=torch.int32)
+    # Every token in request 0, each at a position of its own (sampling_kv's _kv_indexing).
+    table = (torch.arange(pages, device="cuda", dtype=torch.int32),
+             torch.tensor([0, pages], device="cuda", dtype=torch.int32),
+             torch.zeros(TOK, device="cuda", dtype=torch.int32), pos)
+
+    def call(qr, kr, qn, kn, v, c0, c1, cache, pos, *table):
+        q_rope, q_nope = rope.rope_quantize_fp8_append_paged_kv_cache(
+            qr, kr, qn, kn, v, cache, pos, (c0, c1), *table, is_neox=True,
+            quantize_dtype=FP8, page_size=page)
+        return q_rope, q_nope, c0, c1
+
+    gqa = (t(TOK, 4, 64), t(TOK, 2, 64), t(TOK, 4, 64), t(TOK, 2, 64), t(TOK, 2, 128),
+           t(pages, page, 2, 128, dtype=FP8), t(pages, page, 2, 128, dtype=FP8))
+    mla = (t(TOK, 4, 64), t(TOK, 64), t(TOK, 4, 512), t(TOK, 512), None,
+           t(pages, page, 512, dtype=FP8), t(pages, page, 64, dtype=FP8))
+    return {"gqa": (call, (*gqa, cache, pos, *table)),
+            "mla": (lambda qr, kr, qn, kn, c0, c1, *rest: call(qr, kr, qn, kn, None, c0, c1,
+                                                                *rest),
+                    (*mla[:4], *mla[5:], cache, pos, *table))}
+
+
+def _rmsnorm_fp4quant(t, fi):
+    """NVFP4 (16-element blocks, e4m3 scales, a global scale), swizzled scales as an NVFP4
+    GEMM reads them."""
+    from flashinfer.cute_dsl.rmsnorm_fp4quant import rmsnorm_fp4quant
+    return (lambda x, w, s: rmsnorm_fp4quant(x, w, global_scale=s, eps=EPS,
+                                             is_sf_swizzled_layout=True, enable_pdl=False),
+            (t(4, 2048), t(2048), t(1, dtype=torch.float32)))
+
+
+def _add_rmsnorm_fp4quant(t, fi):
+    from flashinfer.cute_dsl.add_rmsnorm_fp4quant import add_rmsnorm_fp4quant
+
+    def f(x, r, w, s):
+        out = add_rmsnorm_fp4quant(x, r, w, global_scale=s, eps=EPS, is_sf_swizzled_layout=True,
+                                   enable_pdl=False)
+        return (*out, r)
+    return f, (t(4, 2048), t(4, 2048), t(2048), t(1, dtype=torch.float32))
+
+
+BUILDERS.update({
+    "fused_qk_rmsnorm_rope": _fused_qk_rmsnorm_rope,
+    "rope_quantize_fp8_append_paged_kv_cache": _rope_fp8_append,
+    "rmsnorm_fp4quant": _rmsnorm_fp4quant,
+    "add_rmsnorm_fp4quant": _add_rmsnorm_fp4quant,
 })

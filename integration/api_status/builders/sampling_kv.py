@@ -202,3 +202,19 @@ BUILDERS.update({
     "concat_mla_kv_quant_fp8": _concat_mla_kv_quant,
     "top_k_varlen": _top_k_varlen,
 })
+
+
+def _cake_top_k_top_p(t, fi):
+    """The cluster radix pipeline at a real vocabulary: scalar k/p, and per-request tensors
+    with their host bound (`top_k_max`, so no device sync), as a server's sampler passes."""
+    vocab = 151936
+    probs = t(B, vocab, dtype=torch.float32)
+    fn = fi.cake_top_k_top_p_sampling_from_probs
+    return {"scalar": (lambda p: fn(p, 20, 0.9), (probs,)),
+            "per_request": (lambda p, k, q: fn(p, k, q, top_k_max=64),
+                            (probs, _i(B, fill=20), t(B, dtype=torch.float32)))}
+
+
+BUILDERS.update({
+    "cake_top_k_top_p_sampling_from_probs": _cake_top_k_top_p,
+})
