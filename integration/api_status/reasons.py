@@ -203,15 +203,6 @@ def reason(error, eager=(), frames=()):
     named = _by_frames(error, list(frames))
     if named:
         return named
-    m = re.search(r"Unexpected keyword arguments: \['(\w+)'\]", error or "")
-    if m and not any((line or "").startswith("TypeError") for line in eager):
-        # Eager Python binds the call; only what Dynamo inlines in its place differs: the
-        # stand-in dynafold makes for a JIT module loader (hooks/dormant_ops.py
-        # `_outside_the_trace`), whose `stand_in(*args)` takes no keyword arguments.
-        return (f"FlashInfer calls its JIT module loader with the keyword argument `{m.group(1)}`"
-                ", which dynafold's loader stand-in (hooks/dormant_ops.py "
-                "`_outside_the_trace.<locals>.stand_in(*args)`) cannot bind under Dynamo: a "
-                "dynafold bug, a break on a GPU too")
     if "was called inside a compiled region" in (error or ""):
         # Only the stand-in kernels are disabled functions, made when a JIT module's attribute
         # is read: the trace reached one outside any declared op, named or not.
