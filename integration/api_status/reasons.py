@@ -46,9 +46,9 @@ RULES = [
      "carries FlashInfer's JIT module object itself through the traced path (no operator "
      "boundary around its kernels), a break on a GPU too"),
     (r"Unexpected keyword arguments: \['(\w+)'\]",
-     "under Dynamo, binding the keyword argument `{0}` raises TypeError where eager Python "
-     "does not (FlashInfer's backend_requirement wrapper passes it on): a break on a GPU too; "
-     "the cause, Dynamo's or dynafold's, not yet found"),
+     "the called function takes no keyword argument `{0}` (Dynamo's binding raises the "
+     "TypeError eager Python raises too): the builder's call does not fit this release's "
+     "signature, not traced here"),
     (r"Unsupported context manager",
      "enters a context manager Dynamo cannot trace (FlashInfer's autotuner or device scope) on "
      "the traced path, a break on a GPU too"),
@@ -62,6 +62,22 @@ RULES = [
      "FlashInfer's own device check refuses both stand-ins (sm90, sm100)"),
     (r"Found no NVIDIA driver|CUDA driver version is insufficient|NVIDIA driver library",
      "asks the CUDA driver on its path (no driver on this machine): not traced here"),
+    (r"only supported on (SM1\d\w*(?:/SM1\d+)?) GPUs",
+     "FlashInfer's own device check refuses both stand-ins (sm90, sm100): built for {0} only, "
+     "a device this machine has no stand-in for"),
+    (r"requires compute capability (\d+)\.(\d+)",
+     "FlashInfer's own device check refuses both stand-ins (sm90, sm100): built for sm{0}{1} "
+     "only, a device this machine has no stand-in for"),
+    (r"function `import_module`",
+     "imports a package (importlib.import_module, cuDNN's frontend for QSA) on the traced "
+     "path: Dynamo does not trace imports, a break on a GPU too"),
+    (r"DataDependentOutputException|_local_scalar_dense",
+     "reads a tensor's values on the host (a slice bound or .item()) on the traced path: data "
+     "dependent, a break on a GPU too"),
+    (r"_hashlib\.openssl_sha256",
+     "builds its CuTe DSL kernel on the traced path (build_and_load_cute_dsl_kernel hashes "
+     "the kernel's sources) and calls the compiled kernel outside any op declaration: no "
+     "operator boundary, a break on a GPU too; needs a dynafold boundary"),
 ]
 
 
