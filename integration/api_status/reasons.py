@@ -52,8 +52,8 @@ RULES = [
     (r"SourcelessBuilder\.create does not know how to wrap <class '[\w.]*_Built'>",
      "carries FlashInfer's JIT module object itself through the traced path (no operator "
      "boundary around its kernels), a break on a GPU too"),
-    (r"Unexpected keyword arguments: \['(\w+)'\]",
-     "the called function takes no keyword argument `{0}` (Dynamo's binding raises the "
+    (r"Unexpected keyword arguments: \[([^\]]+)\]",
+     "the called function takes no keyword argument(s) {0} (Dynamo's binding raises the "
      "TypeError eager Python raises too): the builder's call does not fit this release's "
      "signature, not traced here"),
     (r"Unsupported context manager",
