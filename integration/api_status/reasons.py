@@ -31,8 +31,9 @@ RULES = [
      "defines a class on the traced path (FlashInfer's autotuner runners, built per call), a "
      "break on a GPU too"),
     (r"importlib/resources",
-     "reads package resources (importlib.resources) on the traced path: a kernel loaded "
-     "outside any transparent loader, a break on a GPU too"),
+     "reads package data (importlib.resources) on the traced path, in a functools.cache'd "
+     "loader Dynamo traces into (0.7.4's concat_mla_kv_quant_fp8: mla_kv_pack._load_allowlist, "
+     "the fused kernels' workload allowlist), a break on a GPU too"),
     (r"method `__new__` of class `type`",
      "creates a class with type() on the traced path, a break on a GPU too"),
     (r"Failed to get checksums\.txt",
