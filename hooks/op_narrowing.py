@@ -22,12 +22,14 @@ An IntEnum parameter (the mxfp8 quantizers' `SfLayout`, cutlass_fused_moe's `Act
 is an int to the operator, and the kernel gives FlashInfer's function the enum again.
 
 Two more kinds: a `Union[float, Tensor]` parameter (the fp8-quant norms' `scale`) gives one
-operator per member, and Dynamo calls the one the argument fits; the attention run kernels'
+operator per member, and Dynamo calls the one the argument fits (several such parameters, as
+xqa's `q_scale` and `kv_scale`: one operator per combination of members); the attention run kernels'
 `List[int] plan_info_vec` reaches its operator as an int64 CPU tensor, graph data rather than
 guarded constants, so a new plan does not recompile.
 """
 
 import inspect
+import itertools
 import typing
 
 import torch
@@ -180,22 +182,22 @@ def _split_members(hint):
 
 
 def variants(fn, hints):
-    """The narrowings of `fn`, one per member of its one `Union[scalar, Tensor]` parameter not
-    in NARROWED (FlashInfer's fp8-quant norms' `scale`), or one; a reason when it cannot be
-    narrowed."""
+    """The narrowings of `fn`, one per combination of members of its `Union[scalar, Tensor]`
+    parameters not in NARROWED (FlashInfer's fp8-quant norms' `scale`, xqa's `q_scale` and
+    `kv_scale`), or one; a reason when it cannot be narrowed."""
     unions = [name for name, hint in hints.items()
               if name != "return" and is_union(hint) and _rule(name, hint) is None]
     if not unions:
         one = Narrowing.of(fn, hints)
         return one if isinstance(one, str) else [one]
-    if len(unions) > 1:
-        return "schema not expressible (more than one Union parameter)"
-    members = _split_members(hints[unions[0]])
-    if members is None:
+    members = [_split_members(hints[name]) for name in unions]
+    if any(m is None for m in members):
         return "schema not expressible (a Union parameter)"
     out = []
-    for annotation, member in members:
-        one = Narrowing.of(fn, hints, {unions[0]: (annotation, member)})
+    # One operator per combination (xqa's q_scale and kv_scale: four); each combination's
+    # checks test every Union argument, so a call fits exactly one.
+    for combination in itertools.product(*members):
+        one = Narrowing.of(fn, hints, dict(zip(unions, combination)))
         if isinstance(one, str):
             return one
         out.append(one)
@@ -253,7 +255,9 @@ class Narrowing:
                 kept.append((index, param.name, default))
                 params.append(param.replace(annotation=annotation))
                 if member is not torch.Tensor:
-                    suffix = f"_{member.__name__}"
+                    # one Union: `_float`, as before; several: which parameter is the scalar
+                    suffix += (f"_{member.__name__}" if len(split) == 1
+                               else f"_{param.name}_{member.__name__}")
                 continue
             if param.name in fits:
                 checks.append((index, param.name, default, fits[param.name]))

@@ -21,14 +21,22 @@ RULES = [
      r"The type int has an nb_int C slot",
      "checks a tensor's data_ptr() alignment on the traced path: Dynamo cannot read an "
      "address, a break on a GPU too"),
+    # Before the general setattr rule: Python's functools.partialmethod.__get__ sets
+    # `__self__` on the partial it makes, which is where Dynamo meets a partial's setattr.
+    (r"setattr\(\) is not supported on type partial",
+     "calls a functools.partialmethod (FlashInfer's `run_return_lse = partialmethod(run, "
+     "return_lse=True)`): its __get__ sets `__self__` on the partial it makes, which Dynamo "
+     "cannot (Dynamo's limit: any partialmethod called through an instance, without FlashInfer "
+     "or dynafold), a break on a GPU too"),
     (r"setattr\(\) is not supported on type (\w+)",
      "sets an attribute of a `{0}` on the traced path (Dynamo cannot), a break on a GPU too"),
     (r"Invalid call to __build_class__",
      "defines a class on the traced path (FlashInfer's autotuner runners, built per call), a "
      "break on a GPU too"),
     (r"importlib/resources",
-     "reads package resources (importlib.resources) on the traced path: a kernel loaded "
-     "outside any transparent loader, a break on a GPU too"),
+     "reads package data (importlib.resources) on the traced path, in a functools.cache'd "
+     "loader Dynamo traces into (0.7.4's concat_mla_kv_quant_fp8: mla_kv_pack._load_allowlist, "
+     "the fused kernels' workload allowlist), a break on a GPU too"),
     (r"method `__new__` of class `type`",
      "calls `type.__new__` on the traced path (a class made with type(), or an instance of a C "
      "extension type such as cuda-python's driver structs built per call), a break on a GPU "
@@ -52,10 +60,10 @@ RULES = [
     (r"SourcelessBuilder\.create does not know how to wrap <class '[\w.]*_Built'>",
      "carries FlashInfer's JIT module object itself through the traced path (no operator "
      "boundary around its kernels), a break on a GPU too"),
-    (r"Unexpected keyword arguments: \['(\w+)'\]",
-     "under Dynamo, binding the keyword argument `{0}` raises TypeError where eager Python "
-     "does not (FlashInfer's backend_requirement wrapper passes it on): a break on a GPU too; "
-     "the cause, Dynamo's or dynafold's, not yet found"),
+    (r"Unexpected keyword arguments: \[([^\]]+)\]",
+     "the called function takes no keyword argument(s) {0} (Dynamo's binding raises the "
+     "TypeError eager Python raises too): the builder's call does not fit this release's "
+     "signature, not traced here"),
     # Before the general context-manager rule: 0.7.4's KDA prefill wrapper runs under its
     # planner's threading.Lock (experimental/kda_prefill_wrapper `with self._lock`).
     (r"enter a `lock` context manager",
@@ -132,6 +140,18 @@ RULES = [
     (r"builtin `_hashlib\.",
      "builds its CuTe DSL kernel on the traced path (hashes the kernel's sources for its "
      "cache key), outside any op declaration: no operator boundary, a break on a GPU too"),
+    (r"only supported on (SM1\d\w*(?:/SM1\d+)?) GPUs",
+     "FlashInfer's own device check refuses both stand-ins (sm90, sm100): built for {0} only, "
+     "a device this machine has no stand-in for"),
+    (r"requires compute capability (\d+)\.(\d+)",
+     "FlashInfer's own device check refuses both stand-ins (sm90, sm100): built for sm{0}{1} "
+     "only, a device this machine has no stand-in for"),
+    (r"function `import_module`",
+     "imports a package (importlib.import_module, cuDNN's frontend for QSA) on the traced "
+     "path: Dynamo does not trace imports, a break on a GPU too"),
+    (r"DataDependentOutputException|_local_scalar_dense",
+     "reads a tensor's values on the host (a slice bound or .item()) on the traced path: data "
+     "dependent, a break on a GPU too"),
 ]
 
 

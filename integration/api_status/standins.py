@@ -157,7 +157,7 @@ def eager_shape_run(kernels_return=True):
 @functools.lru_cache(maxsize=None)
 def _kernel(name):
     if name == "plan" or name.endswith("_plan"):
-        return _plan
+        return _planner(name)
     if name.startswith("set_"):  # a loader's set-up call (include dirs, cubin paths)
         return lambda *args, **kwargs: None
     if name == "plan_with_staged_workspace_bytes":  # 0.7.4's MLA: (plan, staged bytes)
@@ -171,6 +171,17 @@ def _kernel(name):
     # Dynamo's message names the function: say which JIT module function the trace reached.
     kernel.__name__ = kernel.__qualname__ = f"jit_module.{name}"
     return kernel
+
+
+def _planner(name):
+    """A JIT module's plan: it answers a plan when called eagerly (a wrapper's plan(), before
+    compile); a trace that reaches it meets it as a GPU trace meets the opaque tvm_ffi
+    function, named (fmha_varlen plans inside the op), not the stand-in's tvm_ffi Array."""
+    @torch._dynamo.disable
+    def plan(*args, **kwargs):
+        return _plan()
+    plan.__name__ = plan.__qualname__ = f"jit_module.{name}"
+    return plan
 
 
 def _build_and_load(self, *args, **kwargs):

@@ -34,8 +34,9 @@ LEFT_AS_SHIPPED = (
     # Host-side helpers (workspace sizes, IPC handles, init/dispose) that return ints or
     # handles and declare no fake: nothing a compiled forward calls.
     "returns a value and has no fake",
-    # Declarations torch's schemas cannot say: variadic JIT run functions, XQA's two Unions,
-    # an Enum, `Any`, ints declared mutable (the comm ops' pointer arguments).
+    # Declarations torch's schemas cannot say: variadic JIT run functions, an Enum, `Any`,
+    # ints declared mutable (the comm ops' pointer arguments). (XQA's two Unions are woken as
+    # one operator per combination of members, hooks/op_narrowing.py.)
     "schema not expressible",
 )
 # Declarations whose module does not import here, and why that is not dynafold's to answer.

@@ -308,3 +308,49 @@ def test_a_declaration_made_again_by_another_build_gets_an_operator_of_its_own(p
     assert got["values"] == [[2.0, 2.0, 2.0], [3.0] * 6], got
     assert got["checks"] == {"flashinfer::dynafold_twice": "agrees",
                              "flashinfer::dynafold_twice (build 2)": "agrees"}, got
+
+
+TWO_UNIONS = r"""
+import json, torch, flashinfer.utils as utils
+from typing import Union
+
+# As xqa's declaration (0.7.4): two scales, each a float or a device tensor.
+@utils.register_custom_op("flashinfer::dynafold_two_scales", mutates_args=("out",))
+def two_scales(x: torch.Tensor, q_scale: Union[float, torch.Tensor],
+               kv_scale: Union[float, torch.Tensor], out: torch.Tensor) -> None:
+    out.copy_(x * q_scale * kv_scale)
+
+@utils.register_fake_op("flashinfer::dynafold_two_scales")
+def _(x: torch.Tensor, q_scale: Union[float, torch.Tensor],
+      kv_scale: Union[float, torch.Tensor], out: torch.Tensor) -> None:
+    pass
+
+targets = []
+
+def backend(gm, inputs):
+    targets.extend(str(n.target) for n in gm.graph.nodes
+                   if n.op == "call_function" and "dynafold_flashinfer" in str(n.target))
+    return gm.forward
+
+def f(x, s):
+    a, b = torch.empty_like(x), torch.empty_like(x)
+    two_scales(x, 2.0, 3.0, a)
+    two_scales(x, s, 0.5, b)
+    return a, b
+
+out = torch.compile(f, fullgraph=True, backend=backend)(torch.ones(3), torch.full((3,), 4.0))
+print("RESULT " + json.dumps({"targets": targets, "values": [t.tolist() for t in out]}))
+"""
+
+
+def test_a_declaration_with_two_union_scales_gets_an_operator_per_combination(preload, tmp_path):
+    """xqa (0.7.4) declares two `Union[float, Tensor]` scales: it stays dormant while only one
+    Union could be narrowed, so Dynamo met the bare kernel. Each combination of members is an
+    operator; a call reaches the one its arguments fit, and computes what FlashInfer's does."""
+    env = clean_env(PYTHONPATH=flashinfer_path("0.7.4"),
+                    CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")), LD_PRELOAD=preload)
+    got = result_of(run([str(PYTHON), "-c", TWO_UNIONS], env, timeout=300))
+    prefix = "dynafold_flashinfer.dynafold_two_scales"
+    assert got["targets"] == [f"{prefix}_q_scale_float_kv_scale_float.default",
+                              f"{prefix}_kv_scale_float.default"], got
+    assert got["values"] == [[6.0] * 3, [2.0] * 3], got

@@ -43,8 +43,7 @@ class _HostPlan(TorchDispatchMode):
 def _plan(plan, *args, **kwargs):
     fake = torch._guards.detect_fake_mode()
     if fake is None:  # real tensors (integration/gpu/api_status_check.py on the H200)
-        plan(*args, **kwargs)
-        return
+        return plan(*args, **kwargs)
     # CUDA counts as initialised meanwhile, as in a server: `.to("cuda")` asks torch to
     # initialise it before dispatch, and this machine has no driver (the copy goes fake).
     # `with torch.cuda.device(...)` likewise: the one stand-in device is always current; and
@@ -56,7 +55,7 @@ def _plan(plan, *args, **kwargs):
     torch.cuda.synchronize = lambda device=None: None
     try:
         with unset_fake_temporarily(), _HostPlan(fake):
-            plan(*args, **kwargs)
+            return plan(*args, **kwargs)
     finally:
         (torch.cuda._initialized, torch.cuda._exchange_device,
          torch.cuda._maybe_exchange_device, torch.cuda.synchronize) = saved
@@ -234,25 +233,71 @@ def _trtllm_context(t, fi):
 
 
 def _fmha_varlen(t, fi):
+    """As BatchPrefillWithRaggedKVCacheWrapper's cutlass backend calls it: planned in the
+    wrapper's plan() (fmha_varlen_plan), the plan passed to the forward call."""
     from flashinfer import prefill
-    return (lambda q, k, v, qo, kv: prefill.fmha_varlen(q, k, v, qo, kv, max_qo_len=4),
-            (t(8, H, D), t(8, H, D), t(8, H, D), _i(3), _i(3)))
+    qo, kv = _i(3), _i(3)
+    module = _plan(prefill.get_fmha_module, BF16, BF16, BF16, I32, D, D, 0, False, False,
+                   torch.device("cuda", 0))
+    plan_info = _plan(prefill.fmha_varlen_plan, module, qo, kv, H, True)
+    return (lambda q, k, v, qo, kv: prefill.fmha_varlen(
+        q, k, v, qo, kv, plan_info=plan_info, causal=True, max_qo_len=4),
+        (t(8, H, D), t(8, H, D), t(8, H, D), qo, kv))
+
+
+def _sink_call(w, method, q, c, s):
+    """The sink kernel takes its sink tensor and sm_scale as the JIT variant's extra arguments,
+    positionally: run(q, paged_kv_cache, sinks, sm_scale) (the class docstring). A `sinks=`
+    keyword is the parent's trtllm-gen parameter, which the JIT path drops. The deprecated
+    forward()s are the parents', with no place for either: called as their signature allows."""
+    if method.startswith("forward"):
+        return getattr(w, method)(q, c)
+    return getattr(w, method)(q, c, s, D ** -0.5)
 
 
 def _decode_sink_run(method):
     def build(t, fi):
-        w = fi.BatchDecodeWithAttentionSinkWrapper(_ws(), "NHD", q_data_type=BF16,
-                                                   kv_data_type=BF16, head_dim_qk=D,
-                                                   head_dim_vo=D)
+        w = fi.BatchDecodeWithAttentionSinkWrapper(_ws(), "NHD", backend="fa2",
+                                                   q_data_type=BF16, kv_data_type=BF16,
+                                                   head_dim_qk=D, head_dim_vo=D)
         _plan(w.plan, _host(0, 1, 2), _host(0, 1), _host(1, 1), H, H, D, PAGE,
               q_data_type=BF16, kv_data_type=BF16)
-        return ((lambda q, c, s: getattr(w, method)(q, c, sinks=s)),
+        return ((lambda q, c, s: _sink_call(w, method, q, c, s)),
                 (t(2, H, D), t(PAGES, 2, PAGE, H, D), t(H, dtype=torch.float32)))
+    return build
+
+
+def _prefill_sink_run(method):
+    def build(t, fi):
+        w = fi.BatchAttentionWithAttentionSinkWrapper(_ws(), "NHD", backend="fa2",
+                                                      q_data_type=BF16, kv_data_type=BF16,
+                                                      head_dim_qk=D, head_dim_vo=D)
+        _plan(w.plan, _host(0, 4, 8), _host(0, 1, 2), _host(0, 1), _host(4, 4), H, H, D, PAGE,
+              causal=True, q_data_type=BF16, kv_data_type=BF16)
+        return ((lambda q, c, s: _sink_call(w, method, q, c, s)),
+                (t(8, H, D), t(PAGES, 2, PAGE, H, D), t(H, dtype=torch.float32)))
+    return build
+
+
+def _bidirectional_ranges_run(method):
+    def build(t, fi):
+        w = fi.BatchPrefillWithCausalBidirectionalRangesWrapper(
+            _ws(), "NHD", q_data_type=BF16, kv_data_type=BF16, head_dim_qk=D, head_dim_vo=D)
+        # causality is the variant's own mask: plan() refuses causal=True
+        _plan(w.plan, _host(0, 4, 8), _host(0, 1, 2), _host(0, 1), _host(4, 4), H, H, D, PAGE,
+              q_data_type=BF16, kv_data_type=BF16)
+        # one [start, end] key span per query token; (-1, -1): no span, plain causal
+        return ((lambda q, c, r: getattr(w, method)(q, c, r)),
+                (t(8, H, D), t(PAGES, 2, PAGE, H, D), _i(16).view(8, 2)))
     return build
 
 
 BUILDERS.update({
     **{f"BatchDecodeWithAttentionSinkWrapper.{m}": _decode_sink_run(m)
+       for m in ("run", "forward", "forward_return_lse")},
+    **{f"BatchAttentionWithAttentionSinkWrapper.{m}": _prefill_sink_run(m)
+       for m in ("run", "forward", "forward_return_lse")},
+    **{f"BatchPrefillWithCausalBidirectionalRangesWrapper.{m}": _bidirectional_ranges_run(m)
        for m in ("run", "forward", "forward_return_lse")},
     "BatchDecodeWithSharedPrefixPagedKVCacheWrapper.forward":
         _shared_prefix("BatchDecodeWithSharedPrefixPagedKVCacheWrapper"),
@@ -260,4 +305,244 @@ BUILDERS.update({
         _shared_prefix("BatchPrefillWithSharedPrefixPagedKVCacheWrapper"),
     "trtllm_batch_context_with_kv_cache": _trtllm_context,
     "fmha_varlen": _fmha_varlen,
+})
+
+
+def _single_with_jit_module(kind):
+    """The raw entry points for a caller holding a built JIT module (FlashInfer's docstring:
+    "one of the gen_*_module factories"): built as single_{decode,prefill}_with_kv_cache builds
+    theirs, with the variant's trailing arguments (alibi slopes, soft cap, sm_scale, rope
+    reciprocals) passed through *args."""
+    def build(t, fi):
+        from flashinfer.jit import attention as jit_attention
+        if kind == "decode":
+            from flashinfer import decode as mod
+            module = jit_attention.gen_single_decode_module(
+                BF16, BF16, BF16, D, D, 0, False, False).build_and_load()
+            q = t(H, D)
+        else:
+            from flashinfer import prefill as mod
+            module = jit_attention.gen_single_prefill_module(
+                "fa2", BF16, BF16, BF16, D, D, 0, False, False, False).build_and_load()
+            q = t(8, H, D)
+        call = getattr(mod, f"single_{kind}_with_kv_cache_with_jit_module")
+        extra = (None, 0.0, D ** -0.5, 1.0, 1e-4)  # alibi, soft cap, sm_scale, rope rcp
+        if kind == "prefill":  # packed mask, alibi, k/v block scales before them
+            extra = (None, None, None, None) + extra[1:]
+        return ((lambda q, k, v: call(module, q, k, v, *extra)), (q, t(32, H, D), t(32, H, D)))
+    return build
+
+
+def _cudnn_decode(t, fi):
+    from flashinfer.cudnn import decode
+    return (lambda q, kc, vc, ws, sl, bt: decode.cudnn_batch_decode_with_kv_cache(
+        q, kc, vc, D ** -0.5, ws, max_sequence_kv=PAGE * 4, actual_seq_lens_kv=sl,
+        block_tables=bt, is_cuda_graph_compatible=True),
+        (t(2, H, D), t(PAGES, H, PAGE, D), t(PAGES, H, PAGE, D), _ws(), _i(2), _i(8).view(2, 4)))
+
+
+def _xqa_decode(t, fi):
+    from flashinfer import decode
+    return (lambda q, c, ws, bt, sl: decode.xqa_batch_decode_with_kv_cache(
+        q, c, ws, bt, sl, PAGE * 4, bmm1_scale=D ** -0.5),
+        (t(2, H, D), t(PAGES, 2, PAGE, H, D), _ws(), _i(8).view(2, 4), _i(2)))
+
+
+def _xqa_module():
+    import sys
+    return sys.modules["flashinfer.xqa"]  # `flashinfer.xqa` the attribute is the function
+
+
+def _xqa(t, fi):
+    xqa = _xqa_module()
+    # GQA 4:1 with 8 query heads, as xqa's kernels are built; semaphores zeroed once
+    return (lambda q, kc, vc, bt, sl, o, ws, sem: xqa.xqa(
+        q, kc, vc, bt, sl, o, ws, sem, 2, PAGE),
+        (t(2, 1, 8, D), t(PAGES, PAGE, 2, D), t(PAGES, PAGE, 2, D), _i(8).view(2, 4), _i(2),
+         t(2, 1, 8, D), _ws(), _i(8 << 10)))
+
+
+def _xqa_mla(t, fi):
+    xqa = _xqa_module()
+    f8 = torch.float8_e4m3fn
+    return (lambda q, kc, vc, bt, sl, o, ws, sem: xqa.xqa_mla(
+        q, kc, vc, bt, sl, o, ws, sem, 32),
+        (t(2, 1, 128, 576, dtype=f8), t(PAGES, 32, 576, dtype=f8), t(PAGES, 32, 576, dtype=f8),
+         _i(4).view(2, 2), _i(2), t(2, 1, 128, 512), _ws(), _i(8 << 10)))
+
+
+def _sm110_gqa_decode(t, fi):
+    from flashinfer import decode
+    f16 = torch.float16
+    return (lambda q, kv, sl: decode.sm110_gqa_decode(q, kv, sl),
+            (t(2, 32, 128, dtype=f16), t(2, 2, 8, 64, 128, dtype=f16), _i(2)))
+
+
+def _sage_quantize(t, fi):
+    """SGLang's diffusion Sage attention: INT8 Q/K per block, FP8 V, ragged offsets."""
+    from flashinfer import prefill
+    return (lambda q, k, v, cq, ck: prefill.trtllm_sage_attention_quantize(
+        q, k, v, q_block_size=1, k_block_size=16, qk_quant_dtype=torch.int8,
+        cum_seq_lens_q=cq, cum_seq_lens_kv=ck),
+        (t(16, H, D), t(16, H, D), t(16, H, D), _i(3), _i(3)))
+
+
+def _ragged_deepseek(t, fi):
+    """SGLang's skip-softmax attention on SM100 (multimodal_gen skip_softmax.py)."""
+    from flashinfer import prefill
+    return (lambda q, k, v, ws, sl, cq, ck: prefill.trtllm_ragged_attention_deepseek(
+        q, k, v, ws, sl, 8, 8, D ** -0.5, 1.0, -1.0, 2, -1, cq, ck, None, False, False),
+        (t(16, H, D), t(16, H, D), t(16, H, D), _ws(), _i(2), _i(3), _i(3)))
+
+
+def _fmha_v2_prefill(t, fi):
+    """SGLang's skip-softmax attention on SM90: Q apart, K and V stacked."""
+    from flashinfer import prefill
+    return (lambda q, kv, ws, sl, cq, ck: prefill.trtllm_fmha_v2_prefill(
+        (q, kv), "CONTIGUOUS_Q_KV", ws, sl, 8, 8, D ** -0.5, 1.0, 2, cq, ck,
+        mask_mode="causal"),
+        (t(16, H, D), t(16, 2, H, D), _ws(), _i(2), _i(3), _i(3)))
+
+
+def _fmha_v2_dense(kind):
+    def build(t, fi):
+        from flashinfer import prefill
+        if kind == "deepseek":  # MLA prefill: 192-wide QK, 128-wide V
+            return (lambda q, k, v, o: prefill.fmha_v2_prefill_deepseek(
+                q, k, v, o, 16, 192, 8, 192 ** -0.5),
+                (t(1, 8, 16, 192), t(1, 8, 16, 192), t(1, 8, 16, 128), t(1, 8, 16, 128)))
+        return (lambda q, k, v, o: prefill.fmha_v2_prefill_sm120(q, k, v, o, H, D, 8, D ** -0.5),
+                (t(1, 8, H, D), t(1, 8, H, D), t(1, 8, H, D), t(1, 8, H, D)))
+    return build
+
+
+def _minimax_h3(variant):
+    """MiniMax-H3's noncausal packed-varlen attention: THD [T, H, 128], two segments, their
+    offsets on the host too (cu_seqlens_host spares the kernel set-up a device read)."""
+    def build(t, fi):
+        from flashinfer import prefill
+        f8 = torch.float8_e4m3fn
+        host = [0, 8, 16]
+        fn = getattr(prefill, f"minimax_h3_varlen_{variant}")
+        dtype = f8 if variant == "fp8_attention" else BF16
+        args = (t(16, H, 128, dtype=dtype), t(16, H, 128, dtype=dtype),
+                t(16, H, 128, dtype=dtype), _i(3))
+        if variant == "fp8_attention":
+            return (lambda q, k, v, cu: fn(q, k, v, cu, q_descale=1.0, k_descale=1.0,
+                                           v_descale=1.0, cu_seqlens_host=host)), args
+        return (lambda q, k, v, cu: fn(q, k, v, cu, cu_seqlens_host=host)), args
+    return build
+
+
+def _nvfp4_sm120(kind):
+    def build(t, fi):
+        from flashinfer import nvfp4_attention_sm120 as mod
+        if kind == "quantize_qkv":
+            return ((lambda q, k, v: mod.nvfp4_attention_sm120_quantize_qkv(q, k, v)),
+                    (t(1, H, 128, D), t(1, H, 128, D), t(1, H, 128, D)))
+        # what quantize_qkv returns for [1, H, 128, D] (its docstring's layouts)
+        u8, f8 = torch.uint8, torch.float8_e4m3fn
+        return ((lambda *a: mod.nvfp4_attention_sm120_fwd(*a, causal=True)),
+                (t(1, H, 128, D // 2, dtype=u8), t(1, H, 128, D // 2, dtype=u8),
+                 t(1, H, D, 64, dtype=u8), t(1, H, 128, D // 16, dtype=f8),
+                 t(1, H, 128, D // 16, dtype=f8), t(1, H, D, 8, dtype=f8),
+                 t(1, H, 1, 128, dtype=torch.float32)))
+    return build
+
+
+def _qsa(kind):
+    """Qwen3.8's quest-sparse attention (QSA): 12 query heads over one KV head, 256 wide."""
+    def build(t, fi):
+        from flashinfer import qsa
+        T = 16
+        if kind == "indexed":
+            return ((lambda q, k, v, idx: qsa.qsa_indexed_forward(q, k, v, idx)),
+                    (t(T, 12, 256), t(T, 1, 256), t(T, 1, 256), _i(T * 8).view(T, 8)))
+        nb = T // 4
+        return ((lambda q, k, v, sel, lo, hi, bb, tb, bf, bl: qsa.qsa_forward(
+            q, k, v, sel, lo, hi, bb, tb, bf, bl)),
+            (t(T, 12, 256), t(T, 1, 256), t(T, 1, 256),
+             t(T, nb, dtype=torch.uint8), _i(T), _i(T), _i(T), _i(T), _i(nb), _i(nb)))
+    return build
+
+
+def _qsa_sparse_paged(t, fi):
+    from flashinfer import sparse
+    u8 = torch.uint8
+    rows = 4
+    return (lambda q, kc, vc, li, bt, tr, g: sparse.qsa_sparse_paged_attention(
+        q, kc, vc, li, bt, tr, False, output_gate=g),
+        (t(rows, 12, 256), t(PAGES, PAGE, 1, 256), t(PAGES, PAGE, 1, 256),
+         _i(rows * 9).view(rows, 9), _i(8).view(2, 4), _i(rows), t(rows, 12, 256)))
+
+
+def _mqa_logits(kind):
+    """DeepSeek-V3.2's sparse-attention indexer: 2 requests, next_n 1, 64 heads of 128, KV
+    blocks of 64 tokens with their scales fused in (the docstrings' layout)."""
+    def build(t, fi):
+        from flashinfer.attn_scores import attn_scores
+        u8 = torch.uint8
+        # the CTA schedule ([num_sms + 1, 2]) made once per batch outside the layers, as
+        # SGLang's DSA backend makes it (compute_paged_mqa_logits_schedule, a plan step)
+        sched = _i(149 * 2).view(149, 2)
+        if kind == "fp8":
+            return ((lambda q, kv, w, bt, sl, sm: attn_scores.fp8_paged_mqa_logits(
+                q, kv, w, bt, sl, 256, schedule_meta=sm)),
+                (t(2, 1, 64, 128, dtype=torch.float8_e4m3fn), t(PAGES, 64, 1, 132, dtype=u8),
+                 t(2, 64, dtype=torch.float32), _i(8).view(2, 4), _i(2), sched))
+        return ((lambda q, sf, kv, w, bt, sl, sm: attn_scores.fp4_paged_mqa_logits(
+            q, sf, kv, w, bt, sl, 256, schedule_meta=sm)),
+            (t(2, 1, 64, 64, dtype=u8), _i(2 * 64).view(2, 1, 64),
+             t(PAGES, 64, 1, 68, dtype=u8), t(2, 64, dtype=torch.float32),
+             _i(8).view(2, 4), _i(2), sched))
+    return build
+
+
+BUILDERS.update({
+    "single_decode_with_kv_cache_with_jit_module": _single_with_jit_module("decode"),
+    "single_prefill_with_kv_cache_with_jit_module": _single_with_jit_module("prefill"),
+    "cudnn_batch_decode_with_kv_cache": _cudnn_decode,
+    "xqa_batch_decode_with_kv_cache": _xqa_decode,
+    "xqa": _xqa,
+    "xqa_mla": _xqa_mla,
+    "sm110_gqa_decode": _sm110_gqa_decode,
+    "trtllm_sage_attention_quantize": _sage_quantize,
+    "trtllm_ragged_attention_deepseek": _ragged_deepseek,
+    "trtllm_fmha_v2_prefill": _fmha_v2_prefill,
+    "fmha_v2_prefill_deepseek": _fmha_v2_dense("deepseek"),
+    "fmha_v2_prefill_sm120": _fmha_v2_dense("sm120"),
+    **{f"minimax_h3_varlen_{v}": _minimax_h3(v)
+       for v in ("attention", "fp8_attention", "fp8_attention_bf16", "nvfp4_attention")},
+    "nvfp4_attention_sm120_fwd": _nvfp4_sm120("fwd"),
+    "nvfp4_attention_sm120_quantize_qkv": _nvfp4_sm120("quantize_qkv"),
+    "qsa_forward": _qsa("blocks"),
+    "qsa_indexed_forward": _qsa("indexed"),
+    "qsa_sparse_paged_attention": _qsa_sparse_paged,
+    "fp8_paged_mqa_logits": _mqa_logits("fp8"),
+    "fp4_paged_mqa_logits": _mqa_logits("fp4"),
+})
+
+
+def _bsr_mask_layout(t, fi):
+    """As BlockSparseAttentionWrapper.plan() calls it: a boolean mask per nonzero block."""
+    from flashinfer import sparse
+    return ((lambda m, ip: sparse.convert_bsr_mask_layout(m, ip)),
+            (t(4, 16, 16, dtype=torch.bool), _i(3)))
+
+
+def _mqa_topk_run(t, fi):
+    """DeepSeek-V3.2-style indexer top-k over continuous FP8 K for one prefill chunk: planned
+    and its K pool prepared eagerly, before capture, as its docstring asks; run per layer."""
+    w = _plan(fi.FP8MQATopKWrapper, max_context_length=1024, max_chunk_size=64,
+              max_batch_size=1, device="cuda", num_heads=64)  # it sets up on the device
+    k, ks = t(1024, 128, dtype=torch.float8_e4m3fn), t(1024, dtype=torch.float32)
+    _plan(w.plan, _i(2), _i(2))
+    _plan(w.prepare_pool, k, k_scale=ks)
+    return ((lambda q, wt, k, ks: w.run(q, wt, k, k_scale=ks)),
+            (t(64, 64, 128, dtype=torch.float8_e4m3fn), t(64, 64, dtype=torch.float32), k, ks))
+
+
+BUILDERS.update({
+    "convert_bsr_mask_layout": _bsr_mask_layout,
+    "FP8MQATopKWrapper.run": _mqa_topk_run,
 })
