@@ -341,6 +341,7 @@ def _keep_registered(handler, callback):
 def wake_pending(*_args):
     """At each compile start: wakes what was declared since the last one."""
     attention_plans.become_data()
+    _reorder_once_warnings()
     if not _pending and not _api_pending and len(sys.modules) == _scanned[0]:
         return
     _declare_extras()
@@ -369,6 +370,33 @@ def wake_pending(*_args):
     _filter_cache_warning()
     stream_scratch.make_opaque()
     _scanned[0] = len(sys.modules)
+
+
+def _reorder_once_warnings():
+    """FlashInfer's public MoE functions warn once, after their op, that a single-tensor
+    result is deprecated (0.7.4 fused_moe/core.py:5458 `logger.warning_once`); Dynamo stops
+    at any Logger method it is not told about. FlashInfer's logger's once-methods
+    (0.7.4 jit/core.py:80-105: an lru_cache over the message) are listed as reorderable: the
+    compiled code makes the same call right after the graph, and the message still shows
+    once, as in eager. Done once FlashInfer's logger exists."""
+    if _reordered[0]:
+        return
+    core = sys.modules.get("flashinfer.jit.core")
+    cls = getattr(core, "FlashInferJITLogger", None) if core is not None else None
+    if cls is None:
+        return
+    reorderable = getattr(torch._dynamo.config, "reorderable_logging_functions", None)
+    if reorderable is None:
+        _reordered[0] = True
+        return
+    for name in ("warning_once", "info_once", "debug_once"):
+        method = getattr(cls, name, None)
+        if method is not None:
+            reorderable.add(method)
+    _reordered[0] = True
+
+
+_reordered = [False]
 
 
 def _declare_extras():

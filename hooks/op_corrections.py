@@ -25,12 +25,15 @@ Fields (each optional):
   returns nothing or only the fresh tensors; what Dynamo calls hands back the buffer as
   FlashInfer does (hooks/op_narrowing.py, `given_result`). Any other call is traced as
   FlashInfer ships it.
-- `fresh_only`: `{"when": {parameter: None, ...}, "results": n}`, for dynafold's declaration
-  of a public function that allocates its outputs unless the caller gives buffers for them:
-  the call whose `when` parameters are all None becomes an operator that returns the n fresh
-  tensors and writes nothing of the caller's (with no buffer given there is none to write);
-  a call that gives one is traced as FlashInfer ships it (hooks/op_narrowing.py,
-  `fresh_result`).
+- `fresh_only`: `{"when": {parameter: None, ...}, "results": n, "form": "list" (optional)}`,
+  for dynafold's declaration of a public function that allocates its outputs unless the caller
+  gives buffers for them: the call whose `when` parameters are all None becomes an operator
+  that returns the n fresh tensors and writes nothing of the caller's (with no buffer given
+  there is none to write); a call that gives one is traced as FlashInfer ships it
+  (hooks/op_narrowing.py, `fresh_result`). `when` may also hold True/False for a flag the
+  fresh result depends on; with form "list" the declared result is a list of the n fresh
+  tensors, which the operator returns as a tensor or tuple and what Dynamo calls makes a list
+  again.
 - `dormant`: why the declaration cannot become a correct operator at all (it stays as
   FlashInfer ships it: traced, a graph break where it reaches the kernel, never a wrong value).
 
@@ -76,16 +79,8 @@ CORRECTIONS = {
        for op in ("moe_a2a_combine", "moe_a2a_combine_into")},
     # Results that are the caller's `output` only when one is given (else a new tensor), or a
     # list holding it: no operator schema says "sometimes an alias", so these stay as
-    # FlashInfer ships them (traced, not woken) rather than give a stale buffer; the NVFP4
-    # ones SGLang calls are woken for the call that gives `output` (below).
-    **{("flashinfer.fused_moe.core", f"{loader}.<locals>.{op}"): {
-        "dormant": "result is the caller's output only when one is given"}
-       for loader in ("_build_trtllm_moe_namespace", "_get_trtllm_moe_sm100_module_impl")
-       for op in ("trtllm_bf16_moe_op",
-                  "trtllm_fp8_block_scale_moe_op", "trtllm_fp8_per_channel_scale_moe_op",
-                  "trtllm_fp8_per_tensor_scale_moe_op",
-                  "trtllm_fp8_per_tensor_scale_routed_moe_op",
-                  "trtllm_mxint4_block_scale_moe_op")},
+    # FlashInfer ships them (traced, not woken) rather than give a stale buffer, except for the
+    # call that gives `output` (below).
     **{(f"flashinfer.fused_moe.backends.prims_ts.{module}", op): {
         "dormant": "result is the caller's output only when one is given"}
        for module, op in (("bf16_op", "prims_ts_bf16_moe_op"),
@@ -103,6 +98,43 @@ CORRECTIONS = {
         # The routing kernel writes the top-k ids and weights when the caller gives buffers
         # for them (docs/op-audit; the declaration lists neither).
         "also_mutates": ("topk_ids", "topk_weights")}
+       for loader in ("_build_trtllm_moe_namespace", "_get_trtllm_moe_sm100_module_impl")},
+    # The other trtllm-gen MoE ops (0.6.16-0.7.4) end the same way: with `output` given,
+    # finalized and no LoRA delta the result is `[output]` (fused_moe/shared/inputs.py
+    # unpack_trtllm_moe_output, 0.7.4 :185, 0.7.2 :186; 0.6.16 core.py:1378 _unpack_trtllm_moe_output; 0.6.16's
+    # per-tensor op returns `[output]` itself, core.py:2182). The routing kernel writes the
+    # caller's `expert_weights` when it is given with packed `topk_ids`
+    # (include/flashinfer/trtllm/fused_moe/RoutingKernel.cuh:625, 0.6.16 :593; the BF16,
+    # block-FP8 and MXINT4 launchers point mPtrTopKWeights at it, 0.7.4
+    # csrc/trtllm_fused_moe_kernel_launcher.cu:1985-1990, 4483, 4980); the Python body replaces
+    # both routing tensors by empty ones when `routing_logits` is given, so `topk_ids` is only
+    # read. The per-tensor FP8 launcher points it at the caller's weights only for unpacked
+    # routing, where the kernel reads them (:3821-3828): no undeclared write.
+    **{("flashinfer.fused_moe.core", f"{loader}.<locals>.{op}"): {
+        "result_is_given": {"argument": "output", "form": "list",
+                            "when": {"do_finalize": True, "gemm1_lora_delta": None}},
+        "also_mutates": ("expert_weights",)}
+       for loader in ("_build_trtllm_moe_namespace", "_get_trtllm_moe_sm100_module_impl")
+       for op in ("trtllm_bf16_moe_op", "trtllm_fp8_block_scale_moe_op",
+                  "trtllm_mxint4_block_scale_moe_op")},
+    **{("flashinfer.fused_moe.core", f"{loader}.<locals>.{op}"): {
+        "result_is_given": {"argument": "output", "form": "list",
+                            "when": {"do_finalize": True}}}
+       for loader in ("_build_trtllm_moe_namespace", "_get_trtllm_moe_sm100_module_impl")
+       for op in ("trtllm_fp8_per_tensor_scale_moe_op",
+                  "trtllm_fp8_per_tensor_scale_routed_moe_op")},
+    # FP8 per-channel MoE (0.7.2, 0.7.4) has no `output` parameter: it allocates the output
+    # itself (0.7.4 core.py:3265, 0.7.2 :2906), so finalized the result is `[fresh output]`
+    # (shared/inputs.py unpack_trtllm_moe_output). Its routing kernel writes the caller's
+    # `expert_weights` given with packed `topk_ids` (RoutingKernel.cuh:625), which the public
+    # functions never give (core.py:6145, :6299 pass None). Woken for that call, finalized: an
+    # operator returning the one fresh tensor (0.7.4's declared-mutable `workspace_buffer`
+    # rules out a Tensor[] result), handed back as a list. Not finalized, the result may be the
+    # caller's `expert_weights`, and FlashInfer's fake gives one tensor where the kernel gives
+    # three: traced as shipped.
+    **{("flashinfer.fused_moe.core", f"{loader}.<locals>.trtllm_fp8_per_channel_scale_moe_op"): {
+        "fresh_only": {"when": {"do_finalize": True, "expert_weights": None}, "results": 1,
+                       "form": "list"}}
        for loader in ("_build_trtllm_moe_namespace", "_get_trtllm_moe_sm100_module_impl")},
     # Outside min-latency mode (which the public function refuses on every arch it builds)
     # the kernel returns `[output, three scratch tensors it allocates]`; FlashInfer's fake

@@ -316,6 +316,7 @@ class Narrowing:
     def kernel(self, fn):
         restores = self.restores
         rest_only = self.gives_back is not None and self.gives_back[0] == "list+"
+        fresh_list = self.gives_back is not None and self.gives_back[0] == "fresh"
 
         def kernel(*args):
             # Trailing arguments the dispatcher left out at their default, back first.
@@ -326,6 +327,8 @@ class Narrowing:
             full = self.full_args(args)
             n = self.positional
             out = fn(*full[:n], **dict(zip(self.names[n:], full[n:])))
+            if fresh_list:
+                return _unlisted(out, self.gives_back[1])
             # The given buffer is handed back by what Dynamo calls, not by the operator.
             return tuple(out)[1:] if rest_only else out
         return kernel
@@ -341,10 +344,12 @@ class Narrowing:
         if lacking:
             return f"fake lacks {', '.join(lacking)}"
         names = self.names
+        count = self.gives_back[1] if self.gives_back and self.gives_back[0] == "fresh" else None
 
         def adapted(*args):
             full = self.full_args(args)
-            return fake(**{n: v for n, v in zip(names, full) if n in takes})
+            out = fake(**{n: v for n, v in zip(names, full) if n in takes})
+            return out if count is None else _unlisted(out, count)
         return adapted
 
 
@@ -415,8 +420,23 @@ def fresh_result(fn, hints, spec):
         fresh = Narrowing.of(fn, hints, split=split, fits=fits, result=result)
         if isinstance(fresh, str):
             return fresh
+        if spec.get("form") == "list":
+            # FlashInfer's result is a list of the fresh tensors: the operator returns them as
+            # a Tensor or a tuple (a mutating operator returning Tensor[] cannot be
+            # functionalized, and a workspace declared mutable makes one), and what Dynamo
+            # calls makes the list.
+            fresh.gives_back = ("fresh", count)
         out.append(fresh)
     return out
+
+
+def _unlisted(out, count):
+    """FlashInfer's list of `count` fresh tensors as the operator returns them: the tensor
+    itself for one, else a tuple."""
+    out = tuple(out)
+    if len(out) != count:
+        raise RuntimeError(f"expected {count} fresh tensors, got {len(out)}")
+    return out[0] if count == 1 else out
 
 
 def prototype_of(fn, parameters, result):
@@ -452,6 +472,9 @@ def through_ops(narrowed, as_shipped):
                 if gives_back is None:
                     return out
                 form, position = gives_back
+                if form == "fresh":
+                    # (`position`: how many fresh tensors the operator returns.)
+                    return [out] if position == 1 else list(out)
                 if form == "itself":
                     return values[position]
                 if form == "list":
