@@ -1,6 +1,7 @@
 """Issue 5, CPU half: FlashInfer's version checks inside torch.compile(fullgraph=True) with a
 piecewise backend shaped like SGLang's, without and with dynafold (through LD_PRELOAD, as a
 user would), across FlashInfer releases and fake nvcc releases."""
+import concurrent.futures
 import json
 import pathlib
 import subprocess
@@ -81,11 +82,16 @@ def run_program(source, release, cuda_home, preload=None, extra=None, tmp=None):
 def test_version_branches_compile_under_fullgraph(preload, release, tmp_path):
     source = BRANCHES.format(integration=str(ROOT / "integration"), record_popens=RECORD_POPENS)
     home = toolkit(tmp_path, "c128", release_text("12.8"))
-    plain, _ = run_program(source, release, home)
+    homes = {cuda: toolkit(tmp_path, f"c{cuda}", release_text(cuda)) for cuda in EXPECTED}
+    # Independent compiling interpreters, two at a time (CI has two cores).
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        plain_run = pool.submit(run_program, source, release, home)
+        runs = {cuda: pool.submit(run_program, source, release, homes[cuda], preload)
+                for cuda in EXPECTED}
+    plain, _ = plain_run.result()
     assert not plain["ok"] and SEED_ERROR in plain["error"], plain
     for cuda, expected in EXPECTED.items():
-        home = toolkit(tmp_path, f"c{cuda}", release_text(cuda))
-        ours, err = run_program(source, release, home, preload)
+        ours, err = runs[cuda].result()
         assert ours["ok"], (cuda, ours, err[-3000:])
         assert ours["value"] == expected, (cuda, ours)
         assert ours["graph_breaks"] == 0 and ours["pieces"] == 2, ours
