@@ -541,50 +541,41 @@ def _sm12x_fc2(op, mx):
                      t(ROWS, dtype=F32))
     return build
 
+# The trtllm-gen and Prims-TS MoE ops by name: (weights, routed, takes the caller's output).
+_MOE_OPS = {
+    "trtllm_bf16_moe": (_bf16_weights, False),
+    "trtllm_bf16_routed_moe": (_bf16_weights, True),
+    "trtllm_fp8_block_scale_moe": (_fp8_block_weights, False),
+    "trtllm_fp8_block_scale_routed_moe": (_fp8_block_weights, True),
+    "trtllm_fp8_per_tensor_scale_moe": (_fp8_tensor_weights, False),
+    "trtllm_fp8_per_tensor_scale_routed_moe": (_fp8_tensor_weights, True),
+    "trtllm_fp8_per_channel_scale_moe": (_fp8_channel_weights, False, False),
+    "trtllm_fp8_per_channel_scale_routed_moe": (_fp8_channel_weights, True, False),
+    "trtllm_mxint4_block_scale_moe": (_mxint4_weights, False),
+    "trtllm_mxint4_block_scale_routed_moe": (_mxint4_weights, True),
+    "prims_ts_bf16_moe": (_bf16_weights, False),
+    "prims_ts_bf16_routed_moe": (_bf16_weights, True),
+    "prims_ts_fp4_block_scale_moe": (_fp4_weights, False),
+    "prims_ts_fp4_block_scale_routed_moe": (_fp4_weights, True),
+    "prims_ts_fp8_block_scale_moe": (_fp8_block_weights, False),
+    "prims_ts_fp8_block_scale_routed_moe": (_fp8_block_weights, True),
+    "prims_ts_fp8_per_tensor_scale_moe": (_fp8_tensor_weights, False),
+}
+# Their Prims-TS two-partition forms, by name: weights.
+_PARTITIONED_OPS = {
+    "prims_ts_bf16_moe_partitioned": _bf16_weights,
+    "prims_ts_fp4_block_scale_moe_partitioned": _fp4_weights,
+    "prims_ts_fp8_block_scale_moe_partitioned": _fp8_block_weights,
+    "prims_ts_fp8_per_tensor_scale_moe_partitioned": _fp8_tensor_weights,
+}
+
 BUILDERS = {
     "trtllm_fp4_block_scale_moe": _trtllm_fp4,
     "trtllm_fp4_block_scale_routed_moe": _trtllm_fp4_routed,
     "cutlass_fused_moe": _cutlass_fp4,
     "fused_topk_deepseek": _topk_deepseek,
-    "trtllm_bf16_moe": _trtllm("trtllm_bf16_moe", _bf16_weights, routed=False),
-    "trtllm_bf16_routed_moe": _trtllm("trtllm_bf16_routed_moe", _bf16_weights, routed=True),
-    "trtllm_fp8_block_scale_moe": _trtllm("trtllm_fp8_block_scale_moe", _fp8_block_weights,
-                                          routed=False),
-    "trtllm_fp8_block_scale_routed_moe": _trtllm("trtllm_fp8_block_scale_routed_moe",
-                                                 _fp8_block_weights, routed=True),
-    "trtllm_fp8_per_tensor_scale_moe": _trtllm("trtllm_fp8_per_tensor_scale_moe",
-                                               _fp8_tensor_weights, routed=False),
-    "trtllm_fp8_per_tensor_scale_routed_moe": _trtllm(
-        "trtllm_fp8_per_tensor_scale_routed_moe", _fp8_tensor_weights, routed=True),
-    "trtllm_fp8_per_channel_scale_moe": _trtllm("trtllm_fp8_per_channel_scale_moe",
-                                                _fp8_channel_weights, routed=False, output=False),
-    "trtllm_fp8_per_channel_scale_routed_moe": _trtllm(
-        "trtllm_fp8_per_channel_scale_routed_moe", _fp8_channel_weights, routed=True,
-        output=False),
-    "trtllm_mxint4_block_scale_moe": _trtllm("trtllm_mxint4_block_scale_moe", _mxint4_weights,
-                                             routed=False),
-    "trtllm_mxint4_block_scale_routed_moe": _trtllm("trtllm_mxint4_block_scale_routed_moe",
-                                                    _mxint4_weights, routed=True),
-    "prims_ts_bf16_moe": _trtllm("prims_ts_bf16_moe", _bf16_weights, routed=False),
-    "prims_ts_bf16_routed_moe": _trtllm("prims_ts_bf16_routed_moe", _bf16_weights, routed=True),
-    "prims_ts_fp4_block_scale_moe": _trtllm("prims_ts_fp4_block_scale_moe", _fp4_weights,
-                                            routed=False),
-    "prims_ts_fp4_block_scale_routed_moe": _trtllm("prims_ts_fp4_block_scale_routed_moe",
-                                                   _fp4_weights, routed=True),
-    "prims_ts_fp8_block_scale_moe": _trtllm("prims_ts_fp8_block_scale_moe", _fp8_block_weights,
-                                            routed=False),
-    "prims_ts_fp8_block_scale_routed_moe": _trtllm("prims_ts_fp8_block_scale_routed_moe",
-                                                   _fp8_block_weights, routed=True),
-    "prims_ts_fp8_per_tensor_scale_moe": _trtllm("prims_ts_fp8_per_tensor_scale_moe",
-                                                 _fp8_tensor_weights, routed=False),
-    "prims_ts_bf16_moe_partitioned": _prims_partitioned("prims_ts_bf16_moe_partitioned",
-                                                        _bf16_weights),
-    "prims_ts_fp4_block_scale_moe_partitioned": _prims_partitioned(
-        "prims_ts_fp4_block_scale_moe_partitioned", _fp4_weights),
-    "prims_ts_fp8_block_scale_moe_partitioned": _prims_partitioned(
-        "prims_ts_fp8_block_scale_moe_partitioned", _fp8_block_weights),
-    "prims_ts_fp8_per_tensor_scale_moe_partitioned": _prims_partitioned(
-        "prims_ts_fp8_per_tensor_scale_moe_partitioned", _fp8_tensor_weights),
+    **{op: _trtllm(op, *spec) for op, spec in _MOE_OPS.items()},
+    **{op: _prims_partitioned(op, weights) for op, weights in _PARTITIONED_OPS.items()},
     "cute_dsl_fused_moe": _cute_function("cute_dsl_fused_moe", _cute_nvfp4, quant_mode="w4a4"),
     "cute_dsl_fused_moe_nvfp4": _cute_function("cute_dsl_fused_moe_nvfp4", _cute_nvfp4),
     "cute_dsl_fused_moe_mxfp8_mxfp4": _cute_function("cute_dsl_fused_moe_mxfp8_mxfp4",
