@@ -181,23 +181,30 @@ def _split_members(hint):
     return [(typing.Optional[m] if optional else m, m) for m in (torch.Tensor, scalar)]
 
 
+def _union_splits(hints):
+    """The `split`s of a function's `Union[scalar, Tensor]` parameters not in NARROWED: one per
+    combination of members (xqa's q_scale and kv_scale: four; each combination's checks test
+    every Union argument, so a call fits exactly one), a single None without any; or why
+    they cannot be split."""
+    unions = [name for name, hint in hints.items()
+              if name != "return" and is_union(hint) and _rule(name, hint) is None]
+    members = [_split_members(hints[name]) for name in unions]
+    if any(m is None for m in members):
+        return "schema not expressible (a Union parameter)"
+    return [dict(zip(unions, combination)) or None
+            for combination in itertools.product(*members)]
+
+
 def variants(fn, hints):
     """The narrowings of `fn`, one per combination of members of its `Union[scalar, Tensor]`
     parameters not in NARROWED (FlashInfer's fp8-quant norms' `scale`, xqa's `q_scale` and
     `kv_scale`), or one; a reason when it cannot be narrowed."""
-    unions = [name for name, hint in hints.items()
-              if name != "return" and is_union(hint) and _rule(name, hint) is None]
-    if not unions:
-        one = Narrowing.of(fn, hints)
-        return one if isinstance(one, str) else [one]
-    members = [_split_members(hints[name]) for name in unions]
-    if any(m is None for m in members):
-        return "schema not expressible (a Union parameter)"
+    splits = _union_splits(hints)
+    if isinstance(splits, str):
+        return splits
     out = []
-    # One operator per combination (xqa's q_scale and kv_scale: four); each combination's
-    # checks test every Union argument, so a call fits exactly one.
-    for combination in itertools.product(*members):
-        one = Narrowing.of(fn, hints, dict(zip(unions, combination)))
+    for split in splits:
+        one = Narrowing.of(fn, hints, split)
         if isinstance(one, str):
             return one
         out.append(one)
@@ -396,7 +403,7 @@ def fresh_result(fn, hints, spec):
     writing nothing of the caller's. A call that gives a buffer is traced as shipped: its
     result is then the buffer, or a tuple holding it, by a dtype no check here can test. A
     `Union[scalar, Tensor]` parameter (gated_residual_next_rmsnorm's `alpha`) gives one such
-    operator per member, as `variants` does."""
+    operator per member (per combination of several), as in `variants`."""
     try:
         names = list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
@@ -407,16 +414,11 @@ def fresh_result(fn, hints, spec):
     count = spec["results"]
     result = torch.Tensor if count == 1 else typing.Tuple[(torch.Tensor,) * count]
     fits = {name: _fits(value) for name, value in spec["when"].items()}
-    unions = [name for name, hint in hints.items()
-              if name != "return" and is_union(hint) and _rule(name, hint) is None]
-    if len(unions) > 1:
-        return "schema not expressible (more than one Union parameter)"
-    members = _split_members(hints[unions[0]]) if unions else [None]
-    if members is None:
-        return "schema not expressible (a Union parameter)"
+    splits = _union_splits(hints)
+    if isinstance(splits, str):
+        return splits
     out = []
-    for member in members:
-        split = {unions[0]: member} if member is not None else None
+    for split in splits:
         fresh = Narrowing.of(fn, hints, split=split, fits=fits, result=result)
         if isinstance(fresh, str):
             return fresh
