@@ -341,7 +341,6 @@ def _keep_registered(handler, callback):
 def wake_pending(*_args):
     """At each compile start: wakes what was declared since the last one."""
     attention_plans.become_data()
-    _reorder_once_warnings()
     if not _pending and not _api_pending and len(sys.modules) == _scanned[0]:
         return
     _declare_extras()
@@ -368,6 +367,8 @@ def wake_pending(*_args):
             _log.debug("dynafold: %s left as FlashInfer ships it: %s", declared.name, why_not)
     _make_loaders_transparent()
     _filter_cache_warning()
+    # FlashInfer's logger arrives with a module import, which is what brings a compile here.
+    _reorder_once_warnings()
     stream_scratch.make_opaque()
     _scanned[0] = len(sys.modules)
 
