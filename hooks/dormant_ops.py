@@ -61,6 +61,7 @@ import _dynafold_fake_check as fake_check
 import _dynafold_op_corrections as op_corrections
 import _dynafold_op_fakes as op_fakes
 import _dynafold_op_narrowing as op_narrowing
+import _dynafold_partial_methods as partial_methods
 import _dynafold_stream_scratch as stream_scratch
 
 _log = logging.getLogger("dynafold")
@@ -281,8 +282,14 @@ def install_api_logging(api_logging):
 
 def install_planners(module):
     """Called once a module defining FlashInfer's attention wrappers has executed (see
-    hooks/attention_plans.py). Returns a line for the log, or None."""
-    return attention_plans.install(module)
+    hooks/attention_plans.py and hooks/partial_methods.py). Returns a line for the log, or
+    None."""
+    said = [attention_plans.install(module)]
+    plain = partial_methods.install(module)
+    if plain:
+        said.append(f"{', '.join(plain)} made plain methods (a partialmethod stops Dynamo)")
+    said = [line for line in said if line]
+    return "; ".join(said) if said else None
 
 
 def _remember_api(wrapper, func):

@@ -24,10 +24,9 @@ RULES = [
     # Before the general setattr rule: Python's functools.partialmethod.__get__ sets
     # `__self__` on the partial it makes, which is where Dynamo meets a partial's setattr.
     (r"setattr\(\) is not supported on type partial",
-     "calls a functools.partialmethod (FlashInfer's `run_return_lse = partialmethod(run, "
-     "return_lse=True)`): its __get__ sets `__self__` on the partial it makes, which Dynamo "
-     "cannot (Dynamo's limit: any partialmethod called through an instance, without FlashInfer "
-     "or dynafold), a break on a GPU too"),
+     "calls a functools.partialmethod outside the attention wrappers dynafold makes plain "
+     "(hooks/partial_methods.py): its __get__ sets `__self__` on the partial it makes, which "
+     "Dynamo cannot (Dynamo's limit), a break on a GPU too"),
     (r"setattr\(\) is not supported on type (\w+)",
      "sets an attribute of a `{0}` on the traced path (Dynamo cannot), a break on a GPU too"),
     (r"Invalid call to __build_class__",

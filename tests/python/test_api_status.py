@@ -22,7 +22,9 @@ PER_FAMILY = 2
 # whose JIT loader FlashInfer calls with a keyword (`get_dsv3_fused_routing_module(
 # backend=...)`, which dynafold's loader stand-in refused before it took keywords).
 ALWAYS = ["top_k_renorm_probs", "BatchPrefillWithPagedKVCacheWrapper.run",
-          "fused_moe.fused_topk_deepseek"]
+          "fused_moe.fused_topk_deepseek",
+          # SGLang's FlashInfer backend calls it; a partialmethod underneath (hooks/partial_methods.py).
+          "BatchPrefillWithRaggedKVCacheWrapper.forward_return_lse"]
 
 
 def _unnumbered(operators):

@@ -11,7 +11,7 @@ use crate::embedded;
 const SOURCE: &str = include_str!("../../../hooks/dormant_ops.py");
 const MODULE: &std::ffi::CStr = c"_dynafold_dormant_ops";
 /// The hooks `dormant_ops.py` imports, loaded before it: (source, file name, module name).
-const PARTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 6] = [
+const PARTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 7] = [
     (
         include_str!("../../../hooks/attention_plans.py"),
         c"<dynafold>/hooks/attention_plans.py",
@@ -36,6 +36,11 @@ const PARTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 6] = [
         include_str!("../../../hooks/op_narrowing.py"),
         c"<dynafold>/hooks/op_narrowing.py",
         c"_dynafold_op_narrowing",
+    ),
+    (
+        include_str!("../../../hooks/partial_methods.py"),
+        c"<dynafold>/hooks/partial_methods.py",
+        c"_dynafold_partial_methods",
     ),
     (
         include_str!("../../../hooks/stream_scratch.py"),
