@@ -150,6 +150,16 @@ EXTRA_DECLARATIONS = [
     # reads `x` (docs/op-audit). Its fake is hooks/op_fakes.py's. 0.7.2 has no such backend.
     ("flashinfer.quantization.fp8_quantization", "_per_token_group_quant_8bit_cuda",
      "flashinfer::per_token_group_quant_8bit_cuda", (), None),
+    # top_k (0.6.16 on) picks its backend in the public body from the shape, the arch and
+    # FLASHINFER_TOPK_ALGO; on an sm90, 0.7.x's CUB path asks the JIT module for its workspace
+    # size (`cub_topk_workspace_size`, an FFI call) and takes a per-device cached workspace,
+    # outside any declared op. A size read at trace time would be wrong for the next shape, so
+    # the boundary is the public function, choice included. Its results are fresh; the kernels
+    # write only them and FlashInfer's own cached scratch (docs/op-audit). Its schema is given:
+    # `tie_break`'s default is an IntEnum, which torch cannot write in a schema.
+    ("flashinfer.topk", "top_k", "flashinfer::top_k_public", (),
+     "(Tensor input, int k, bool sorted=False, bool deterministic=False, int tie_break=0, "
+     "bool dsa_graph_safe=False) -> (Tensor, Tensor)"),
 ]
 
 class _Declared:

@@ -121,6 +121,14 @@ def _per_token_group_quant_8bit_cuda(values):
     return x_q, storage[:, :tokens].t()
 
 
+def _top_k(values):
+    """`top_k`'s (values, indices): (rows, k) of the input's dtype and int64, on every path it
+    takes (CUB, clusters, radix; sorted or not: its sort and gather keep the shape)."""
+    input, k = values["input"], values["k"]
+    rows = input.size(0)
+    return (input.new_empty((rows, k)), input.new_empty((rows, k), dtype=torch.int64))
+
+
 def _mxfp8_quantize_sm100(values):
     """`mxfp8_quantize_sm100`'s `(values, scales)` as its body allocates them (0.6.16-0.7.4),
     `sf_swizzle_layout` compared as FlashInfer's SfLayout ints (128x4 = 0, 8x4 = 1, linear = 2).
@@ -216,6 +224,8 @@ BY_NAME = {
     "flashinfer::per_token_group_quant_8bit_cuda": (
         _per_token_group_quant_8bit_cuda,
         ("x", "group_size", "dst_dtype", "column_major_scales", "scale_tma_aligned")),
+    # dynafold's own declaration (hooks/dormant_ops.py) of the public top_k.
+    "flashinfer::top_k_public": (_top_k, ("input", "k")),
     "flashinfer::mxfp8_quantize_sm100": (
         _mxfp8_quantize_sm100, ("input", "sf_swizzle_layout", "alignment")),
     # cutlass_fused_moe's kernel with `output` given: what it returns besides `output`

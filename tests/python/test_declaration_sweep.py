@@ -61,7 +61,9 @@ NORMS = ["flashinfer.norm:" + name for name in (
 # 0.7.4's fused norms for the SM100 family (data_ptr() checks before their declared ops).
 GATED_NORMS = ["flashinfer.norm:" + name for name in (
     "gated_residual_rmsnorm", "gated_residual_next_rmsnorm", "rmsnorm_sigmoid_gate")]
-OWN = {"0.6.16": NORMS, "0.7.4": NORMS + GATED_NORMS + [
+# top_k (every release): its backend choice and CUB workspace query in the public body.
+TOP_K = ["flashinfer.topk:top_k"]
+OWN = {"0.6.16": NORMS + TOP_K, "0.7.4": NORMS + GATED_NORMS + TOP_K + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
