@@ -116,6 +116,40 @@ EXTRA_DECLARATIONS = [
     # cuDNN graphs and JIT modules and takes the autotuner's lock. Its result is `out`, the
     # caller's when given (hooks/op_corrections.py); its fake is hooks/op_fakes.py's.
     ("flashinfer.gemm.gemm_base", "mm_fp4", "flashinfer::mm_fp4", (), None),
+    # The other autotuned dense GEMMs reach the same machinery in their public body (0.6.16 on):
+    # backend checks that import cuDNN and the CuTe DSL, runner classes built per call, the
+    # autotuner's lock, cuDNN graphs and JIT modules. Each is one operator like mm_fp4: mm_bf16
+    # and bmm_bf16 (every backend, `batch_invariant` too), mm_mxfp8 (vLLM's MXFP8 linear) and
+    # tgv_gemm_sm100 (dense and, 0.7.2 on, block-scaled). Each kernel writes only `out` (its
+    # workspace is FlashInfer's per-stream scratch, no argument) and each returns `out`, the
+    # caller's when given (hooks/op_corrections.py); fakes are hooks/op_fakes.py's.
+    *(("flashinfer.gemm.gemm_base", name, f"flashinfer::{name}", (), None)
+      for name in ("mm_bf16", "bmm_bf16", "mm_mxfp8", "tgv_gemm_sm100")),
+    # The FP8/FP4 groupwise GEMMs (0.6.16 on) call their JIT module's function in the public
+    # function's own body (no private function holds the call): `get_gemm_sm100_module()...`,
+    # the trtllm-gen runner or a CuTe DSL / cuTile kernel, so the boundary is the public
+    # function. gemm_fp8_nt_blockscaled is gemm_fp8_nt_groupwise with a fixed granularity and
+    # goes through this operator; group_gemm_mxfp4_nt_groupwise is FlashInfer's other name for
+    # group_gemm_mxfp8_mxfp4_nt_groupwise. fp8_blockscale_gemm_sm90 (the H200's) builds its JIT
+    # runner through a loader that reads the clock (FlashInfer's JIT spec registry). Each
+    # writes only `out` (its workspaces are FlashInfer's per-stream scratch, or a local one)
+    # and returns it, the caller's when given (hooks/op_corrections.py).
+    *(("flashinfer.gemm.gemm_base", name, f"flashinfer::{name}", (), None)
+      for name in ("gemm_fp8_nt_groupwise", "group_gemm_fp8_nt_groupwise",
+                   "group_gemm_mxfp8_mxfp4_nt_groupwise", "group_gemm_nvfp4_nt_groupwise",
+                   "fp8_blockscale_gemm_sm90")),
+    # SVDQuant (0.6.16 on): mm_nvfp4_svdquant builds autotuner runners per call (one operator,
+    # like mm_fp4: writes and returns `out`); nvfp4_quantize_smooth checks data_ptr()
+    # alignment and calls its JIT kernel in its body, two fresh results. svdquant_linear is
+    # the two with a torch.mm between, and traces through both operators.
+    ("flashinfer.gemm.gemm_svdquant", "mm_nvfp4_svdquant", "flashinfer::mm_nvfp4_svdquant",
+     (), None),
+    ("flashinfer.gemm.gemm_svdquant", "nvfp4_quantize_smooth",
+     "flashinfer::nvfp4_quantize_smooth", (), None),
+    # tinygemm_bf16 (0.7.4) chooses its Cake program from data_ptr() alignment in the public
+    # body before reaching FlashInfer's declared tinygemm2 ops: one operator that writes `out`
+    # and returns nothing (0.6.16 and 0.7.2 have the same kernels and contract).
+    ("flashinfer.gemm.routergemm", "tinygemm_bf16", "flashinfer::tinygemm_bf16", ("out",), None),
     # flashinfer.norm's fused norms for diffusion models (0.6.16 on) call their JIT kernel
     # (`rmsnorm_silu`, `fused_dit_layernorm`) in the public function's own body: no private
     # function holds the call, so the boundary is the public function, its argument checks and

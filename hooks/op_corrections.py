@@ -149,6 +149,23 @@ CORRECTIONS = {
     ("flashinfer.gemm.gemm_base", "mm_fp4"): {
         "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },
+    # dynafold's declarations of the other autotuned dense GEMMs and of the groupwise and SVDQuant
+    # ones (hooks/dormant_ops.py): each returns `out`, the caller's when given, else one it
+    # allocates (every backend's path ends `return out`, or a runner's result, which is `out`).
+    **{("flashinfer.gemm.gemm_base", name): {
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True}}
+       for name in ("mm_bf16", "bmm_bf16", "mm_mxfp8", "tgv_gemm_sm100",
+                    "gemm_fp8_nt_groupwise", "group_gemm_fp8_nt_groupwise",
+                    "group_gemm_mxfp8_mxfp4_nt_groupwise", "group_gemm_nvfp4_nt_groupwise",
+                    "fp8_blockscale_gemm_sm90")},
+    ("flashinfer.gemm.gemm_svdquant", "mm_nvfp4_svdquant"): {
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
+    },
+    # dynafold's declaration of nvfp4_quantize_smooth: its two results are always fresh (it
+    # takes no output buffer); declared so that its `backend` Literal is a str to the schema.
+    ("flashinfer.gemm.gemm_svdquant", "nvfp4_quantize_smooth"): {
+        "fresh_only": {"when": {}, "results": 2},
+    },
     # dynafold's declarations of flashinfer.norm's fused diffusion norms (0.6.16-0.7.4): the
     # kernels write only the outputs (csrc/rmsnorm_silu.cu: `output`, and `scale_row_out`,
     # FlashInfer's `block_scale`, for NVFP4 only; fused_dit_layernorm.cuh: `residual_out`,

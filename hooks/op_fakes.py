@@ -70,6 +70,62 @@ def _mm_fp4(values):
     return a.new_empty((a.shape[0], b.shape[1]), dtype=values["out_dtype"])
 
 
+def _bmm_bf16(values):
+    """`bmm_bf16`'s fresh result (no `out` given), as its body allocates it (0.6.16-0.7.4):
+    (A.shape[0], A.shape[1], B.shape[2]) of `out_dtype`, contiguous."""
+    a, b = values["A"], values["B"]
+    return a.new_empty((a.shape[0], a.shape[1], b.shape[2]), dtype=values["out_dtype"])
+
+
+def _tgv_gemm_sm100(values):
+    """`tgv_gemm_sm100`'s fresh result (no `out` given): (a.shape[0], b.shape[1]), in `a`'s
+    dtype for dense bf16/fp16 inputs, in `bias`'s for block-scaled FP4/FP8 ones (0.7.2 on)."""
+    a, b = values["a"], values["b"]
+    dense = a.dtype in (torch.bfloat16, torch.float16)
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=a.dtype if dense else values["bias"].dtype)
+
+
+def _out_dtype_or_bf16(values):
+    return values["out_dtype"] or torch.bfloat16
+
+
+def _gemm_fp8_nt_groupwise(values):
+    """`gemm_fp8_nt_groupwise`'s fresh result (no `out`): (a.shape[0], b.shape[0]), b being
+    (n, k), of `out_dtype` or bfloat16 (0.6.16-0.7.4)."""
+    a, b = values["a"], values["b"]
+    return a.new_empty((a.shape[0], b.shape[0]), dtype=_out_dtype_or_bf16(values))
+
+
+def _group_gemm_nt_groupwise(values):
+    """The grouped FP8 / MXFP4 / NVFP4 GEMMs' fresh result (no `out`): (cum_m, n) with `b`
+    (batch, n, k or k/2), of `out_dtype` or bfloat16 (0.6.16-0.7.4)."""
+    a, b = values["a"], values["b"]
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=_out_dtype_or_bf16(values))
+
+
+def _fp8_blockscale_gemm_sm90(values):
+    """`fp8_blockscale_gemm_sm90`'s fresh result (no `out`): (M, N) of `out_dtype` or
+    bfloat16, `weight` being (N, K)."""
+    input, weight = values["input"], values["weight"]
+    return input.new_empty((input.shape[0], weight.shape[0]), dtype=_out_dtype_or_bf16(values))
+
+
+def _mm_nvfp4_svdquant(values):
+    """`mm_nvfp4_svdquant`'s fresh result (no `out`): (a.shape[0], b.shape[0]) bfloat16."""
+    a, b = values["a"], values["b"]
+    return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16)
+
+
+def _nvfp4_quantize_smooth(values):
+    """`nvfp4_quantize_smooth`'s `(xq, sf)`: (m, n/2) uint8 and the 1-D uint8 128x4-swizzled
+    scales, m padded to 128 and n/16 to 4 (`_swizzled_sf_size`; the CuTe DSL path's
+    (padded m, padded columns) buffer flattened is the same size)."""
+    x = values["x"]
+    m, n = x.shape
+    return (x.new_empty((m, n // 2), dtype=torch.uint8),
+            x.new_empty((_round_up(m, 128) * _round_up(n // 16, 4),), dtype=torch.uint8))
+
+
 def _fused_rmsnorm_silu(values):
     """`fused_rmsnorm_silu`'s result with no `out` (nor `block_scale`) given, the only call
     woken: the function's `torch.empty_like(input)`, bfloat16 like the input it requires."""
@@ -207,6 +263,20 @@ BY_NAME = {
     # dynafold's own declaration of the public mm_fp4 (hooks/dormant_ops.py), called without
     # `out` (with it, its operator returns nothing: hooks/op_corrections.py).
     "flashinfer::mm_fp4": (_mm_fp4, ("a", "b", "out_dtype")),
+    # dynafold's declarations of the other autotuned dense GEMMs, called without `out`:
+    # mm_bf16 and mm_mxfp8 allocate as mm_fp4 does.
+    "flashinfer::mm_bf16": (_mm_fp4, ("a", "b", "out_dtype")),
+    "flashinfer::mm_mxfp8": (_mm_fp4, ("a", "b", "out_dtype")),
+    "flashinfer::bmm_bf16": (_bmm_bf16, ("A", "B", "out_dtype")),
+    "flashinfer::tgv_gemm_sm100": (_tgv_gemm_sm100, ("a", "b", "bias")),
+    "flashinfer::gemm_fp8_nt_groupwise": (_gemm_fp8_nt_groupwise, ("a", "b", "out_dtype")),
+    **{f"flashinfer::{name}": (_group_gemm_nt_groupwise, ("a", "b", "out_dtype"))
+       for name in ("group_gemm_fp8_nt_groupwise", "group_gemm_mxfp8_mxfp4_nt_groupwise",
+                    "group_gemm_nvfp4_nt_groupwise")},
+    "flashinfer::fp8_blockscale_gemm_sm90": (
+        _fp8_blockscale_gemm_sm90, ("input", "weight", "out_dtype")),
+    "flashinfer::mm_nvfp4_svdquant": (_mm_nvfp4_svdquant, ("a", "b")),
+    "flashinfer::nvfp4_quantize_smooth": (_nvfp4_quantize_smooth, ("x",)),
     # dynafold's own declarations of the fused diffusion norms (hooks/dormant_ops.py), woken
     # for the call that gives no output buffer (hooks/op_corrections.py `fresh_only`).
     "flashinfer::fused_rmsnorm_silu": (_fused_rmsnorm_silu, ("input", "out")),

@@ -122,7 +122,22 @@ def _schema_hint(hint):
     if typing.get_origin(hint) is typing.Literal and all(
             isinstance(a, str) for a in typing.get_args(hint)):
         return str
+    # An Optional one (0.6.16-0.7.4 gemm_fp8_nt_groupwise's `scale_major_mode`): an optional str.
+    members = typing.get_args(hint)
+    if (typing.get_origin(hint) is typing.Union and len(members) == 2
+            and type(None) in members):
+        inner = next(m for m in members if m is not type(None))
+        if _schema_hint(inner) is str:
+            return typing.Optional[str]
     return hint
+
+
+def _is_int_tuple(hint):
+    """A `Tuple[int, ...]` or `Tuple[int, int, int]` (the groupwise GEMMs'
+    `scale_granularity_mnk`), which torch infers no schema type for."""
+    members = typing.get_args(hint)
+    return (typing.get_origin(hint) is tuple and bool(members)
+            and all(m is int or m is Ellipsis for m in members))
 
 
 def _int_enum(hint):
@@ -278,6 +293,15 @@ class Narrowing:
                     restores.append((len(kept), _as_enum(enum)))
                     kept.append((index, param.name, default))
                     params.append(param.replace(annotation=int))
+                    continue
+                if _is_int_tuple(hint):
+                    # An int[] to the schema, and FlashInfer's function gets its tuple back.
+                    # Declared optional (default None) only because a schema takes no tuple
+                    # default: every call passes it (its default is in `kept`).
+                    restores.append((len(kept), tuple))
+                    kept.append((index, param.name, default))
+                    params.append(param.replace(annotation=typing.Optional[typing.List[int]],
+                                                default=None))
                     continue
                 if is_union(hint):
                     return "schema not expressible (a Union parameter)"

@@ -63,7 +63,13 @@ GATED_NORMS = ["flashinfer.norm:" + name for name in (
     "gated_residual_rmsnorm", "gated_residual_next_rmsnorm", "rmsnorm_sigmoid_gate")]
 # top_k (every release): its backend choice and CUB workspace query in the public body.
 TOP_K = ["flashinfer.topk:top_k"]
-OWN = {"0.6.16": NORMS + TOP_K, "0.7.4": NORMS + GATED_NORMS + TOP_K + [
+# The GEMMs whose public function calls its JIT kernel (0.6.16 on; tinygemm_bf16 reads
+# data_ptr() on 0.7.4), and SVDQuant's smooth quantizer.
+GEMMS = ["flashinfer.gemm.gemm_base:" + name for name in (
+    "gemm_fp8_nt_groupwise", "group_gemm_fp8_nt_groupwise", "group_gemm_mxfp8_mxfp4_nt_groupwise",
+    "group_gemm_nvfp4_nt_groupwise", "fp8_blockscale_gemm_sm90")] + [
+    "flashinfer.gemm.gemm_svdquant:nvfp4_quantize_smooth", "flashinfer.gemm.routergemm:tinygemm_bf16"]
+OWN = {"0.6.16": NORMS + TOP_K + GEMMS, "0.7.4": NORMS + GATED_NORMS + TOP_K + GEMMS + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
