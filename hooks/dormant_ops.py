@@ -111,6 +111,59 @@ EXTRA_DECLARATIONS = [
     # hooks/op_fakes.py's; 0.7.2's `nvfp4_4over6` recipe object is narrowed to None (off).
     ("flashinfer.quantization.fp4_quantization", "_fp4_quantize_cute_dsl",
      "flashinfer::fp4_quantize_cute_dsl", (), None),
+    # silu_and_mul_nvfp4_quantize (0.6.16 on, SM100; SwiGLU then NVFP4) ->
+    # silu_and_mul_nvfp4_quantize_cute_dsl, the CuTe DSL driver: it clones the input when its
+    # data_ptr() is not 16-byte aligned (no trace can read an address), reads the environment
+    # and compiles its kernel at call time (file locks), then launches it. The driver allocates
+    # both results and the kernel writes only them (docs/op-audit); its fake is
+    # hooks/op_fakes.py's. The resolved "4over6" recipe (0.7.2 on) is narrowed to None (off),
+    # which the public function passes when the recipe is off.
+    ("flashinfer.quantization.kernels.nvfp4_quantize", "silu_and_mul_nvfp4_quantize_cute_dsl",
+     "flashinfer::silu_and_mul_nvfp4_quantize_cute_dsl", (), None),
+    # silu_and_mul_mxfp8_quantize and its backward (0.7.2 on, SM100 family): the public
+    # function's argument checks read gated_input's (and grad_output's) data_ptr() alignment
+    # before the kernel, in the public body (0.7.2) or in the Cake backend it calls, outside
+    # FlashInfer's own declaration, which 0.7.4 no longer calls (cake_gated_act_mxfp8_backend:
+    # per-call program choice and loading). So the public function is the boundary. Its four
+    # results are fresh (empty_outputs), the kernel writes only them (docs/op-audit); the fake
+    # is hooks/op_fakes.py's. Named `_public`: FlashInfer declares the plain names.
+    *(("flashinfer.gated_act_mxfp8", name, f"flashinfer::{name}_public", (), None)
+      for name in ("silu_and_mul_mxfp8_quantize", "silu_and_mul_mxfp8_quantize_backward")),
+    # 0.7.4's masked MXFP8 experts quantizers (SM100; the MoE's grouped GEMM operands): the
+    # public body checks `a`'s data_ptr() alignment (silu_and_mul_mxfp8_experts_quantize
+    # always, mxfp8_grouped_quantize for backend="cuda") before FlashInfer's declared op, and
+    # mxfp8_grouped_quantize picks its backend (cuTile, Cake or CUDA, each its own operator or
+    # program) in that body. So the public function is the boundary. Every backend returns
+    # fresh (x_q, sf) of one layout and writes nothing else (docs/op-audit); the fake is
+    # hooks/op_fakes.py's. mxfp8_grouped_quantize's schema says its Literal `backend` as a str
+    # (0.7.2's (a, mask, backend) takes it too; 0.6.16's has no backend and keeps its path).
+    # Named `_public`: FlashInfer declares the plain mxfp8_grouped_quantize (its cuTile op).
+    ("flashinfer.quantization.fp8_quantization", "silu_and_mul_mxfp8_experts_quantize",
+     "flashinfer::silu_and_mul_mxfp8_experts_quantize_public", (), None),
+    ("flashinfer.quantization.fp8_quantization", "mxfp8_grouped_quantize",
+     "flashinfer::mxfp8_grouped_quantize_public", (),
+     "(Tensor a, Tensor mask, str backend=\"cutile\") -> (Tensor, Tensor)"),
+    # flashinfer.cute_dsl's fused RMSNorm + FP4 quantizers (0.6.16 on, SM100): the public body
+    # compiles its CuTe DSL kernel at call time (`_get_compiled_kernel`: cute.compile, source
+    # formatting) and launches the compiled closure; no private function holds the launch with
+    # the outputs' allocation, so the public function is the boundary. Woken for the call that
+    # gives no output buffer (hooks/op_corrections.py `fresh_only`), whose results are fresh;
+    # add_rmsnorm_fp4quant also writes `residual` in place (residual += input), declared
+    # mutated. The kernels write only those (docs/op-audit); the fakes are hooks/op_fakes.py's.
+    ("flashinfer.cute_dsl.rmsnorm_fp4quant", "rmsnorm_fp4quant",
+     "flashinfer::rmsnorm_fp4quant", (), None),
+    ("flashinfer.cute_dsl.add_rmsnorm_fp4quant", "add_rmsnorm_fp4quant",
+     "flashinfer::add_rmsnorm_fp4quant", ("residual",), None),
+    # The public MXFP4 and MXFP8 CuTe DSL quantizers (flashinfer.quantization, 0.6.16 on,
+    # SM100): each compiles its kernel at call time (cute.compile, source formatting and
+    # hashing, file locks), mxfp8's 0.7.x body also clones an input whose data_ptr() is not
+    # 16-byte aligned (no trace can read an address), then launches it. Each allocates its
+    # two results and the kernels write only them (docs/op-audit); the fakes are
+    # hooks/op_fakes.py's.
+    ("flashinfer.quantization.kernels.mxfp4_quantize", "mxfp4_quantize_cute_dsl",
+     "flashinfer::mxfp4_quantize_cute_dsl", (), None),
+    ("flashinfer.quantization.kernels.mxfp8_quantize", "mxfp8_quantize_cute_dsl",
+     "flashinfer::mxfp8_quantize_cute_dsl", (), None),
     # mm_fp4 (SGLang's NVFP4 linear GEMM, every backend) as one operator, its backend checks
     # included: they import cuDNN and the CuTe DSL (importlib) and the body builds runners,
     # cuDNN graphs and JIT modules and takes the autotuner's lock. Its result is `out`, the
@@ -161,6 +214,14 @@ EXTRA_DECLARATIONS = [
       for name in ("fused_dit_gate_residual_layernorm_gamma_beta",
                    "fused_dit_gate_residual_layernorm_scale_shift",
                    "fused_dit_residual_layernorm_scale_shift")),
+    # fused_qk_rmsnorm_rope (0.6.16 on; video DiT attention): the public function calls its JIT
+    # module's function in its own body (`_get_fused_qk_rmsnorm_rope_module()`), outside any
+    # declaration, so the public function (with its backend_requirement checks) is the
+    # boundary. Woken for the call that gives no output buffer (hooks/op_corrections.py
+    # `fresh_only`): the kernel writes only q_out, k_out and v_out, then fresh
+    # (docs/op-audit). Its keyword-only parameters reach the operator positionally
+    # (hooks/op_narrowing.py). The fake is hooks/op_fakes.py's.
+    ("flashinfer.norm", "fused_qk_rmsnorm_rope", "flashinfer::fused_qk_rmsnorm_rope", (), None),
     # 0.7.4's fused norms for hidden size 8192 / head dim 64 (SM100 family) check every
     # tensor's data_ptr() alignment in the public function's body and pick the backend (Cake
     # program or CuTe DSL kernel) from it there, before calling their declared op: no trace

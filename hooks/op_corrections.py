@@ -181,6 +181,12 @@ CORRECTIONS = {
        for name in ("fused_dit_gate_residual_layernorm_gamma_beta",
                     "fused_dit_gate_residual_layernorm_scale_shift",
                     "fused_dit_residual_layernorm_scale_shift")},
+    # dynafold's declaration of fused_qk_rmsnorm_rope (0.6.16-0.7.4): the kernel writes only
+    # q_out, k_out and v_out (csrc/norm.cu fused_qk_rmsnorm_rope; docs/op-audit), each the
+    # caller's when given, else allocated by the function.
+    ("flashinfer.norm", "fused_qk_rmsnorm_rope"): {
+        "fresh_only": {"when": {"q_out": None, "k_out": None, "v_out": None}, "results": 3},
+    },
     # dynafold's declarations of 0.7.4's gated residual norms (hooks/dormant_ops.py): the
     # kernels write only `out` (`residual_out`, `ffn_input`), each the caller's when given, else
     # allocated by the function (norm/kernels/gated_residual_rmsnorm.py,
@@ -190,6 +196,20 @@ CORRECTIONS = {
     },
     ("flashinfer.norm", "gated_residual_next_rmsnorm"): {
         "fresh_only": {"when": {"residual_out": None, "ffn_input": None}, "results": 2},
+    },
+    # dynafold's declarations of flashinfer.cute_dsl's fused RMSNorm + FP4 quantizers
+    # (0.6.16-0.7.4): the kernels write `y_fp4` and `block_scale` (and add_rmsnorm_fp4quant
+    # `residual`, declared mutated, `block_scale_unswizzled` with both layouts, `y_out` when
+    # given), each the caller's when given, else allocated by the function; with none given
+    # and one scale layout the result is the two fresh tensors (docs/op-audit).
+    ("flashinfer.cute_dsl.rmsnorm_fp4quant", "rmsnorm_fp4quant"): {
+        "fresh_only": {"when": {"y_fp4": None, "block_scale": None}, "results": 2},
+    },
+    ("flashinfer.cute_dsl.add_rmsnorm_fp4quant", "add_rmsnorm_fp4quant"): {
+        "fresh_only": {"when": {"y_fp4": None, "block_scale": None,
+                                "output_both_sf_layouts": False,
+                                "block_scale_unswizzled": None, "y_out": None},
+                       "results": 2},
     },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",

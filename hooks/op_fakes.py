@@ -63,6 +63,110 @@ def _fp4_quantize_cute_dsl(values):
             input.new_empty((rows, columns), dtype=torch.uint8))
 
 
+def _cute_dsl_fp4(sf_vec_size, silu_and_mul):
+    def fake(values):
+        """The NVFP4/MXFP4 CuTe DSL drivers' results as they allocate them (0.6.16-0.7.4;
+        `silu_and_mul_nvfp4_quantize_cute_dsl`, `mxfp4_quantize_cute_dsl`): the input (...,
+        K) ((..., 2K) for SwiGLU) flattened to M rows; packed values (M, K/2) uint8; scales
+        (rows, columns) uint8, K/sf_vec_size columns, padded to 4 and the rows to 128 (8 for
+        the 8x4 layout) unless the layout is linear (`sf_layout` 2)."""
+        input = values["input"]
+        k = input.shape[-1] // 2 if silu_and_mul else input.shape[-1]
+        m = 1
+        for size in input.shape[:-1]:
+            m *= size
+        columns = k // sf_vec_size
+        layout = values["sf_layout"]
+        if layout == 2:
+            rows = m
+        else:
+            rows = _round_up(m, 8 if layout == 1 else 128)
+            columns = _round_up(columns, 4)
+        return (input.new_empty((m, k // 2), dtype=torch.uint8),
+                input.new_empty((rows, columns), dtype=torch.uint8))
+    return fake
+
+
+def _mxfp8_quantize_cute_dsl(values):
+    """`mxfp8_quantize_cute_dsl`'s results as it allocates them (0.6.16-0.7.4): the input
+    (..., K) flattened to M rows, K rounded up to `alignment`; float8_e4m3fn values (M,
+    padded_K); 1-D uint8 scales, padded_K/32 columns padded to 4 and the rows to 128 (8 for the
+    8x4 layout) when swizzled, M * padded_K/32 otherwise."""
+    input = values["input"]
+    k = input.shape[-1]
+    m = 1
+    for size in input.shape[:-1]:
+        m *= size
+    padded_k = _round_up(k, values["alignment"])
+    if values["is_sf_swizzled_layout"]:
+        rows = _round_up(m, 8 if values["is_sf_8x4_layout"] else 128)
+        size = rows * _round_up(padded_k // 32, 4)
+    else:
+        size = m * (padded_k // 32)
+    return (input.new_empty((m, padded_k), dtype=torch.float8_e4m3fn),
+            input.new_empty((size,), dtype=torch.uint8))
+
+
+def _silu_and_mul_mxfp8_quantize(backward):
+    def fake(values):
+        """`silu_and_mul_mxfp8_quantize(_backward)`'s `(row_output, col_output, row_scales,
+        col_scales)` as `empty_outputs`/`logical_outputs` give them (0.7.2, 0.7.4): (M, N)
+        float8_e4m3fn row-major and column-major (strides (1, M)) values, N = K forward and 2K
+        backward; E8M0 scales (M, N/32) and (N * M/32,); a disabled orientation's pair
+        zero-size."""
+        gated_input = values["gated_input"]
+        m, n = gated_input.shape[0], gated_input.shape[1]
+        if not backward:
+            n = n // 2
+        rowwise, colwise = values["rowwise"], values["colwise"]
+        fp8, e8m0 = torch.float8_e4m3fn, torch.float8_e8m0fnu
+        empty = gated_input.new_empty
+        row_output = empty((m, n), dtype=fp8) if rowwise else empty(0, dtype=fp8)
+        col_output = (empty((n, m), dtype=fp8).t() if colwise else empty(0, dtype=fp8))
+        row_scales = empty((m, n // 32), dtype=e8m0) if rowwise else empty(0, dtype=e8m0)
+        col_scales = empty((n * (m // 32),), dtype=e8m0) if colwise else empty(0, dtype=e8m0)
+        return row_output, col_output, row_scales, col_scales
+    return fake
+
+
+def _mxfp8_experts(silu_and_mul):
+    def fake(values):
+        """0.7.4's masked MXFP8 experts quantizers' `(x_q, sf)` (`_mxfp8_experts_outputs`,
+        `_to_masked_gemm_layout`; the cuTile and Cake ops allocate the same): for `a` (B, M,
+        K) (2K with SwiGLU), float8_e4m3fn (B, M, padded_K) seen as (M, padded_K, B) and
+        uint8 (B, padded_M, padded_K/32) seen as (32, 4, padded_M/128, 4, padded_K/128, B),
+        K and M padded to 128."""
+        a = values["a"]
+        b, m, k = a.shape
+        if silu_and_mul:
+            k = k // 2
+        padded_k, padded_m = _round_up(k, 128), _round_up(m, 128)
+        x_q = a.new_empty((b, m, padded_k), dtype=torch.float8_e4m3fn).permute(1, 2, 0)
+        sf = a.new_empty((b, padded_m, padded_k // 32), dtype=torch.uint8)
+        sf = sf.view(b, padded_m // 128, padded_k // 128, 32, 4, 4).permute(3, 4, 1, 5, 2, 0)
+        return x_q, sf
+    return fake
+
+
+def _rmsnorm_fp4quant(values):
+    """`rmsnorm_fp4quant` / `add_rmsnorm_fp4quant`'s `(y_fp4, block_scale)` with no buffers
+    given and one scale layout (the only call woken), as their bodies allocate them (0.6.16-
+    0.7.4): float4_e2m1fn_x2 (*input.shape[:-1], H/2); scales uint8 for "ue8m0" (the default
+    with block_size 32), else float8_e4m3fn: swizzled, flat 512 bytes per 128-row by 4-column
+    tile; otherwise (*input.shape[:-1], H/block_size)."""
+    input, block_size = values["input"], values["block_size"]
+    hidden = input.shape[-1]
+    rows = input.numel() // hidden
+    scale_format = values["scale_format"] or ("ue8m0" if block_size == 32 else "e4m3")
+    scale_dtype = torch.uint8 if scale_format == "ue8m0" else torch.float8_e4m3fn
+    columns = hidden // block_size
+    y_fp4 = input.new_empty((*input.shape[:-1], hidden // 2), dtype=torch.float4_e2m1fn_x2)
+    if values["is_sf_swizzled_layout"]:
+        size = _round_up(rows, 128) // 128 * (_round_up(columns, 4) // 4) * 512
+        return y_fp4, input.new_empty((size,), dtype=scale_dtype)
+    return y_fp4, input.new_empty((*input.shape[:-1], columns), dtype=scale_dtype)
+
+
 def _mm_fp4(values):
     """`mm_fp4`'s fresh result (no `out` given), as its body allocates it on every backend:
     (a.shape[0], b.shape[1]) of `out_dtype`, contiguous."""
@@ -159,6 +263,21 @@ def _gated_residual_next_rmsnorm(values):
     """0.7.4's `gated_residual_next_rmsnorm` with neither output given (the only call woken):
     `(torch.empty_like(residual), torch.empty_like(branch))`, float32 and bfloat16."""
     return torch.empty_like(values["residual"]), torch.empty_like(values["branch"])
+
+
+def _fused_qk_rmsnorm_rope(values):
+    """`fused_qk_rmsnorm_rope`'s `(q_out, k_out, v_out)` with no buffers given (the only call
+    woken), as its body allocates them (0.6.16-0.7.4): float8_e4m3fn with `output_fp8`, else
+    bfloat16; (batch, ppf*pph*ppw, heads, head_dim) for a 3-D qkv, (tokens, heads, head_dim)
+    for a 2-D one, per num_heads_q/k/v."""
+    qkv, head_dim = values["qkv"], values["head_dim"]
+    dtype = torch.float8_e4m3fn if values["output_fp8"] else torch.bfloat16
+    if qkv.dim() == 3:
+        rows = (qkv.shape[0], values["ppf"] * values["pph"] * values["ppw"])
+    else:
+        rows = (qkv.shape[0],)
+    return tuple(qkv.new_empty((*rows, values[heads], head_dim), dtype=dtype)
+                 for heads in ("num_heads_q", "num_heads_k", "num_heads_v"))
 
 
 def _per_token_group_quant_8bit_cuda(values):
@@ -260,6 +379,30 @@ BY_NAME = {
     "flashinfer::fp4_quantize_cute_dsl": (
         _fp4_quantize_cute_dsl,
         ("input", "sf_vec_size", "is_sf_swizzled_layout", "is_sf_8x4_layout")),
+    # dynafold's own declaration (hooks/dormant_ops.py) of silu_and_mul_nvfp4_quantize's
+    # CuTe DSL driver.
+    "flashinfer::silu_and_mul_nvfp4_quantize_cute_dsl": (
+        _cute_dsl_fp4(16, True), ("input", "sf_layout")),
+    # ... and of the public MXFP4 and MXFP8 CuTe DSL quantizers.
+    "flashinfer::mxfp4_quantize_cute_dsl": (_cute_dsl_fp4(32, False), ("input", "sf_layout")),
+    "flashinfer::mxfp8_quantize_cute_dsl": (
+        _mxfp8_quantize_cute_dsl,
+        ("input", "alignment", "is_sf_swizzled_layout", "is_sf_8x4_layout")),
+    # dynafold's own declarations (hooks/dormant_ops.py) of the public fused SwiGLU MXFP8
+    # quantizers.
+    "flashinfer::silu_and_mul_mxfp8_quantize_public": (
+        _silu_and_mul_mxfp8_quantize(False), ("gated_input", "rowwise", "colwise")),
+    "flashinfer::silu_and_mul_mxfp8_quantize_backward_public": (
+        _silu_and_mul_mxfp8_quantize(True), ("gated_input", "rowwise", "colwise")),
+    # dynafold's own declarations (hooks/dormant_ops.py) of 0.7.4's public masked MXFP8
+    # experts quantizers.
+    "flashinfer::silu_and_mul_mxfp8_experts_quantize_public": (_mxfp8_experts(True), ("a",)),
+    "flashinfer::mxfp8_grouped_quantize_public": (_mxfp8_experts(False), ("a",)),
+    # dynafold's own declarations (hooks/dormant_ops.py) of the CuTe DSL RMSNorm + FP4
+    # quantizers, woken for the call that gives no output buffer (hooks/op_corrections.py).
+    **{f"flashinfer::{name}": (
+        _rmsnorm_fp4quant, ("input", "block_size", "scale_format", "is_sf_swizzled_layout"))
+       for name in ("rmsnorm_fp4quant", "add_rmsnorm_fp4quant")},
     # dynafold's own declaration of the public mm_fp4 (hooks/dormant_ops.py), called without
     # `out` (with it, its operator returns nothing: hooks/op_corrections.py).
     "flashinfer::mm_fp4": (_mm_fp4, ("a", "b", "out_dtype")),
@@ -284,6 +427,9 @@ BY_NAME = {
        for name in ("fused_dit_gate_residual_layernorm_gamma_beta",
                     "fused_dit_gate_residual_layernorm_scale_shift",
                     "fused_dit_residual_layernorm_scale_shift")},
+    "flashinfer::fused_qk_rmsnorm_rope": (
+        _fused_qk_rmsnorm_rope, ("qkv", "head_dim", "output_fp8", "ppf", "pph", "ppw",
+                                 "num_heads_q", "num_heads_k", "num_heads_v")),
     # dynafold's own declarations of 0.7.4's gated residual norms (hooks/dormant_ops.py),
     # woken for the call that gives no output buffer (hooks/op_corrections.py `fresh_only`).
     "flashinfer::gated_residual_rmsnorm_public": (_gated_residual_rmsnorm, ("residual", "out")),

@@ -35,6 +35,11 @@ import typing
 import torch
 
 
+def _object_default():
+    """In a call check, a parameter left at a default that is an object (not a constant): no
+    narrowing's value (None, False, True, a tensor) is it, so the call is traced as shipped."""
+
+
 def _fits_none(value):
     return value is None
 
@@ -262,9 +267,14 @@ class Narrowing:
         for index, param in enumerate(sig.parameters.values()):
             if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
                 positional += 1
-            elif param.kind == param.KEYWORD_ONLY and param.default is not param.empty:
-                # (0.7.4's mm_fp4 `batch_invariant`): the operator takes it positionally,
-                # last, and FlashInfer's function gets it by name.
+            elif param.kind == param.KEYWORD_ONLY:
+                # (0.7.4's mm_fp4 `batch_invariant`; fused_qk_rmsnorm_rope's `ppf`, ..., with
+                # no default): the operator takes it positionally, in its place, and
+                # FlashInfer's function gets it by name.
+                if param.default is param.empty and any(
+                        p.default is not p.empty for p in params):
+                    # (a required one after a defaulted one: no positional order takes both)
+                    return "schema not expressible (keyword-only parameters)"
                 param = param.replace(kind=param.POSITIONAL_OR_KEYWORD)
             else:
                 return "schema not expressible (variadic or keyword-only parameters)"
@@ -310,7 +320,15 @@ class Narrowing:
                 kept.append((index, param.name, default))
                 params.append(param.replace(annotation=hint))
                 continue
-            checks.append((index, param.name, default, rule.fits))
+            if rule.annotation is None and not isinstance(
+                    default, (type(None), bool, int, float, str)):
+                # A left-out parameter's object default (0.7.x's `nvfp4_4over6=_UNSET`, "read
+                # the environment"): Dynamo holds the checks as constants of through_op's
+                # closure, which it cannot make of an arbitrary object, so the check sees a
+                # stand-in that fits no value the rule gives back.
+                checks.append((index, param.name, _object_default, rule.fits))
+            else:
+                checks.append((index, param.name, default, rule.fits))
             if rule.annotation is None:
                 dropped.append((index, rule.given_back))
             else:

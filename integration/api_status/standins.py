@@ -122,7 +122,8 @@ def eager_shape_run(kernels_return=True):
     """FlashInfer's Python run eagerly to its end on fake tensors: kernels return nothing, a
     Triton launch does nothing, and what asks the driver answers without it: the per-stream
     scratch lookup (the stream) gives a fresh buffer of the size asked, the sampling seed and
-    offset (the CUDA generator) are 0, a device switch (torch.cuda.device) switches nothing. With kernels_return False the kernels still raise,
+    offset (the CUDA generator) are 0, a device switch (torch.cuda.device) switches nothing, a
+    CuTe DSL kernel compiled for the device (`_get_compiled_kernel*`) launches nothing. With kernels_return False the kernels still raise,
     naming themselves: the run stops at the first one, past the driver questions."""
     def scratch(name, num_bytes, device, zero_init=False):
         return torch.empty(num_bytes, dtype=torch.uint8, device=device)
@@ -137,6 +138,10 @@ def eager_shape_run(kernels_return=True):
             if hasattr(module, attr):
                 patched.append((module, attr, getattr(module, attr)))
                 setattr(module, attr, answer)
+        for attr in [a for a in vars(module) if a.startswith("_get_compiled_kernel")]:
+            # A CuTe DSL kernel compiled for the device (cute.compile needs its driver)
+            patched.append((module, attr, getattr(module, attr)))
+            setattr(module, attr, _compiled_cute_dsl_kernel)
     # `with torch.cuda.device(...)` switches the driver's current device
     for attr in ("_exchange_device", "_maybe_exchange_device"):
         patched.append((torch.cuda, attr, getattr(torch.cuda, attr)))
@@ -152,6 +157,20 @@ def eager_shape_run(kernels_return=True):
         eager_shapes[0] = False
         for owner, attr, value in reversed(patched):
             setattr(owner, attr, value)
+
+
+class _CompiledKernel(tuple):
+    """What a CuTe DSL kernel getter (`_get_compiled_kernel*`: the quantizers', the fused
+    RMSNorm + FP4 ones') gives in an eager shape run: a kernel that launches nothing, called
+    itself (the norms' getters return the launcher) or unpacked with the launch's block unit
+    (the quantizers' return `(kernel, rows or SF blocks per CTA)`, which sizes only the grid)."""
+
+    def __call__(self, *args, **kwargs):
+        return self[0](*args, **kwargs)
+
+
+def _compiled_cute_dsl_kernel(*args, **kwargs):
+    return _CompiledKernel((_kernel("compiled_cute_dsl_kernel"), 4))
 
 
 @functools.lru_cache(maxsize=None)

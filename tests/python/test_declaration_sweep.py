@@ -21,6 +21,7 @@ declarations are there.
 import pytest
 
 from conftest import CACHE, ROOT, result_of, run
+from test_cute_dsl_fake import CUTLASS_PYTHON
 from test_op_semantics import standin_env
 
 HELPER = ROOT / "tests" / "python" / "helpers" / "declaration_sweep.py"
@@ -46,6 +47,18 @@ NOT_IMPORTABLE = {
     "flashinfer.comm.all_gather_matmul.all_gather_matmul:all_gather_matmul":
         "not rebuilt: ModuleNotFoundError: No module named 'cuda.tile'",
 }
+# dynafold's declarations of CuTe DSL drivers and functions: their modules import `cutlass`
+# (nvidia-cutlass-dsl), which the SGLang environment lacks; swept in the CuTe DSL one instead
+# (test_cute_dsl_declarations_equal_eager_compiled).
+CUTE_DSL = [
+    "flashinfer.quantization.kernels.nvfp4_quantize:silu_and_mul_nvfp4_quantize_cute_dsl",
+    "flashinfer.quantization.kernels.mxfp4_quantize:mxfp4_quantize_cute_dsl",
+    "flashinfer.quantization.kernels.mxfp8_quantize:mxfp8_quantize_cute_dsl",
+    "flashinfer.cute_dsl.rmsnorm_fp4quant:rmsnorm_fp4quant",
+    "flashinfer.cute_dsl.add_rmsnorm_fp4quant:add_rmsnorm_fp4quant",
+]
+NOT_IMPORTABLE.update({key: "not rebuilt: ModuleNotFoundError: No module named 'cutlass'"
+                       for key in CUTE_DSL})
 
 
 # Equal, but Dynamo inlined the declared function instead of calling its operator: the
@@ -69,8 +82,16 @@ GEMMS = ["flashinfer.gemm.gemm_base:" + name for name in (
     "gemm_fp8_nt_groupwise", "group_gemm_fp8_nt_groupwise", "group_gemm_mxfp8_mxfp4_nt_groupwise",
     "group_gemm_nvfp4_nt_groupwise", "fp8_blockscale_gemm_sm90")] + [
     "flashinfer.gemm.gemm_svdquant:nvfp4_quantize_smooth", "flashinfer.gemm.routergemm:tinygemm_bf16"]
-OWN = {"0.6.16": NORMS + TOP_K + GEMMS, "0.7.4": NORMS + GATED_NORMS + TOP_K + GEMMS + [
-    "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
+# 0.7.x's public fused SwiGLU MXFP8 quantizers (data_ptr() checks before the kernel).
+GATED_ACT = ["flashinfer.gated_act_mxfp8:" + name for name in (
+    "silu_and_mul_mxfp8_quantize", "silu_and_mul_mxfp8_quantize_backward")]
+# 0.7.4's masked MXFP8 experts quantizers (data_ptr() checks, backend choice).
+EXPERTS = ["flashinfer.quantization.fp8_quantization:" + name for name in (
+    "silu_and_mul_mxfp8_experts_quantize", "mxfp8_grouped_quantize")]
+QK_NORM_ROPE = ["flashinfer.norm:fused_qk_rmsnorm_rope"]
+OWN = {"0.6.16": NORMS + TOP_K + GEMMS + QK_NORM_ROPE,
+       "0.7.4": NORMS + GATED_NORMS + TOP_K + GEMMS + GATED_ACT + EXPERTS + QK_NORM_ROPE + [
+           "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
 @pytest.mark.parametrize("release", ["0.6.16", "0.7.4"])
@@ -96,3 +117,18 @@ def test_every_woken_declaration_equals_eager_compiled(preload, release, tmp_pat
     assert len(equal) >= {"0.6.16": 80, "0.7.4": 152}[release], (len(equal), shipped)
     # Every woken operator that ran was checked at its first real run, and agreed.
     assert got["checks"] and set(got["checks"].values()) == {"agrees"}, got["checks"]
+
+
+@pytest.mark.parametrize("release", ["0.6.16", "0.7.4"])
+def test_cute_dsl_declarations_equal_eager_compiled(preload, release, tmp_path):
+    """dynafold's declarations whose modules import the CuTe DSL (CUTE_DSL), swept the same way
+    in the environment that has nvidia-cutlass-dsl (scripts/lib/env.sh CUTLASS_VENV)."""
+    env = standin_env(release, tmp_path, preload)
+    r = run([str(CUTLASS_PYTHON), "-W", "error::UserWarning", str(HELPER),
+             *(key.split(":")[1] for key in CUTE_DSL)], env, timeout=900)
+    got = result_of(r)
+    assert got["release"] == release
+    status = {k: v for k, v in got["status"].items() if k in CUTE_DSL}
+    assert status == {key: "equal" for key in CUTE_DSL}, status
+    assert got["checks"] and set(got["checks"].values()) == {"agrees"}, got["checks"]
+

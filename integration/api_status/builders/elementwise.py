@@ -140,8 +140,6 @@ BUILDERS = {
     "fused_add_rmsnorm_fp8_block_quant": _fused_add_rmsnorm_fp8_block_quant,
     "fused_rmsnorm_silu": _fused_rmsnorm_silu,
     **{n: _act(n) for n in ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")},
-    "silu_and_mul_mxfp8_quantize": _silu_mxfp8,
-    "silu_and_mul_nvfp4_quantize": _silu_nvfp4,
     "apply_rope": _rope("apply_rope", False, False),
     "apply_rope_inplace": _rope("apply_rope_inplace", False, True),
     "apply_rope_pos_ids": _rope("apply_rope_pos_ids", True, False),
@@ -287,6 +285,10 @@ def _add_rmsnorm_fp4quant(t, fi):
 BUILDERS.update({
     "fused_qk_rmsnorm_rope": _fused_qk_rmsnorm_rope,
     "rope_quantize_fp8_append_paged_kv_cache": _rope_fp8_append,
-    "rmsnorm_fp4quant": _rmsnorm_fp4quant,
-    "add_rmsnorm_fp4quant": _add_rmsnorm_fp4quant,
+    # SM100 family only (FlashInfer's checks; the CuTe DSL kernels are built for it): traced
+    # and checked as a B200, their device checks being inside their operators.
+    "rmsnorm_fp4quant": _blackwell_only(_rmsnorm_fp4quant),
+    "add_rmsnorm_fp4quant": _blackwell_only(_add_rmsnorm_fp4quant),
+    "silu_and_mul_mxfp8_quantize": _blackwell_only(_silu_mxfp8),
+    "silu_and_mul_nvfp4_quantize": _blackwell_only(_silu_nvfp4),
 })

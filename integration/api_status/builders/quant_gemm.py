@@ -1,6 +1,8 @@
 """Quantization (fp4/mxfp4/mxfp8/fp8) and GEMM (bmm_fp8, mm_fp4, mm_fp8, grouped, segment)."""
 import torch
 
+from .elementwise import _blackwell_only
+
 BF16, FP8, U8, F32 = torch.bfloat16, torch.float8_e4m3fn, torch.uint8, torch.float32
 M, K, N = 128, 256, 256
 
@@ -185,8 +187,10 @@ BUILDERS.update({
     "scaled_fp4_grouped_quantize": _experts("scaled_fp4_grouped_quantize", True),
     "silu_and_mul_scaled_nvfp4_experts_quantize":
         _experts("silu_and_mul_scaled_nvfp4_experts_quantize", True),
-    "silu_and_mul_mxfp8_experts_quantize": _experts("silu_and_mul_mxfp8_experts_quantize"),
-    "mxfp8_grouped_quantize": _mxfp8_grouped_quantize,
+    # SM100 and newer (FlashInfer's checks, inside dynafold's operators): traced as a B200.
+    "silu_and_mul_mxfp8_experts_quantize": _blackwell_only(
+        _experts("silu_and_mul_mxfp8_experts_quantize")),
+    "mxfp8_grouped_quantize": _blackwell_only(_mxfp8_grouped_quantize),
     "nvfp4_batched_quantize": _nvfp4_batched_quantize,
     "mxfp8_quantize_bshd": _mxfp8_bshd,
     "per_token_group_quant_8bit": _per_token_group,

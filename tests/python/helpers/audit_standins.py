@@ -58,6 +58,9 @@ def _mix(values):
 
 def fill(t, value):
     """Writes a pattern offset by `value` into `t`, in its own dtype."""
+    if t.dtype == getattr(torch, "float4_e2m1fn_x2", None):
+        # Packed FP4 (the CuTe DSL FP4 quantizers' values) has no conversions: its bytes.
+        t = t.view(torch.uint8)
     pattern = torch.arange(t.numel(), dtype=torch.float32).reshape(t.shape) % 5 + value
     if t.dtype == torch.bool:
         t.copy_(pattern.long() % 2 == 0)

@@ -129,8 +129,8 @@ def _with_standin(module_name, function, node):
 def extra_declarations(audit):
     """dynafold's own declarations (hooks/dormant_ops.py `EXTRA_DECLARATIONS`) that this release
     has and the op audit has a row for, as (key, module, function, declared name, row). The FP4
-    ones have no row: their kernels are CuTe DSL and cuDNN graphs, checked on fake tensors
-    (test_fp4_layer.py)."""
+    layer's (`_fp4_quantize_cute_dsl`, `mm_fp4`) have no row: their kernels are CuTe DSL and
+    cuDNN graphs, checked on fake tensors (test_fp4_layer.py)."""
     out = []
     for module, function, name, _, _ in ops_module().EXTRA_DECLARATIONS:
         row = audit.get((module, function))
@@ -143,7 +143,11 @@ def rebuild_extra(module_name, function, name, row):
     """An extra declaration's public function made again from its source with the stand-in as
     its body (without its decorators: FlashInfer's API logger), put in its module's place so
     that dynafold declares it at the next compile as it would FlashInfer's own."""
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        # (the CuTe DSL kernels' modules import `cutlass`, which this environment lacks)
+        raise Skip(f"{type(e).__name__}: {e}") from None
     node = next((n for n in ast.parse(pathlib.Path(inspect.getsourcefile(module)).read_text()).body
                  if isinstance(n, ast.FunctionDef) and n.name == function), None)
     if node is None:
@@ -240,6 +244,14 @@ def arguments(fn, row, fake, keep_result):
         for form in ("result_is_given", "fresh_only"):
             when = fix.get(form, {}).get("when", {})
             values.update({k: v for k, v in when.items() if k in values})
+        # A parameter the operator leaves out (hooks/op_narrowing.py) with the value it gives
+        # back, as a call it takes has it (a default that is an object, 0.7.x's
+        # `nvfp4_4over6=_UNSET`, is a call it does not take).
+        narrowing = ops_module().op_narrowing
+        for name in values:
+            rule = narrowing._rule(name, hints.get(name, params[name].annotation))
+            if rule is not None and rule.annotation is None:
+                values[name] = rule.given_back
         if fake is None or not keep_result:
             return values
         try:
