@@ -149,6 +149,15 @@ EXTRA_DECLARATIONS = [
     # reads `x` (docs/op-audit). Its fake is hooks/op_fakes.py's. 0.7.2 has no such backend.
     ("flashinfer.quantization.fp8_quantization", "_per_token_group_quant_8bit_cuda",
      "flashinfer::per_token_group_quant_8bit_cuda", (), None),
+    # prims_ts_fp8_block_scale_routed_moe (0.7.2, 0.7.4) calls the FP8 block-scale body
+    # FlashInfer's declared op (prims_ts_fp8_block_scale_moe) wraps, not the op: the support
+    # check, the runner classes built per call, the autotuner's lock and choice and the CuTe
+    # DSL GEMMs it compiles and launches run on the traced path. The boundary is that body,
+    # keyword-only as FlashInfer writes it; woken for the finalized call that gives `output`
+    # (hooks/op_corrections.py), which writes `output` and `routing_replay_out` only
+    # (docs/op-audit).
+    ("flashinfer.fused_moe.backends.prims_ts.fp8_op", "_prims_ts_fp8_block_scale_moe_impl",
+     "flashinfer::prims_ts_fp8_block_scale_moe_impl", ("routing_replay_out",), None),
 ]
 
 class _Declared:

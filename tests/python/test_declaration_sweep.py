@@ -62,7 +62,9 @@ NORMS = ["flashinfer.norm:" + name for name in (
 GATED_NORMS = ["flashinfer.norm:" + name for name in (
     "gated_residual_rmsnorm", "gated_residual_next_rmsnorm", "rmsnorm_sigmoid_gate")]
 OWN = {"0.6.16": NORMS, "0.7.4": NORMS + GATED_NORMS + [
-    "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
+    "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda",
+    # the FP8 block-scale Prims-TS body its routed public function calls
+    "flashinfer.fused_moe.backends.prims_ts.fp8_op:_prims_ts_fp8_block_scale_moe_impl"]}
 
 
 @pytest.mark.parametrize("release", ["0.6.16", "0.7.4"])
