@@ -158,6 +158,26 @@ EXTRA_DECLARATIONS = [
     # (docs/op-audit).
     ("flashinfer.fused_moe.backends.prims_ts.fp8_op", "_prims_ts_fp8_block_scale_moe_impl",
      "flashinfer::prims_ts_fp8_block_scale_moe_impl", ("routing_replay_out",), None),
+    # The multi-LoRA MoE BGMV kernels (0.6.16 on) are called from the public functions' own
+    # bodies (`_get_bgmv_moe_module().bgmv_moe_shrink(...)`), no declaration around them; the
+    # LoRA delta helpers (0.7.x moe_lora_delta.py) call these functions. The kernels write `y`
+    # only (csrc/bgmv_moe/moe_bgmv_ops.cu: every other tensor const); they also read the LoRA
+    # weights through the int64 pointer table `w_ptr` (fill_w_ptr), which no schema can name
+    # (docs/op-audit). Named `_public` beside the JIT functions' names.
+    ("flashinfer.fused_moe.bgmv_moe", "bgmv_moe_shrink", "flashinfer::bgmv_moe_shrink_public",
+     ("y",), None),
+    ("flashinfer.fused_moe.bgmv_moe", "bgmv_moe_expand", "flashinfer::bgmv_moe_expand_public",
+     ("y",), None),
+    # bgmv_moe (shrink + expand in one call) builds both pointer tables from the LoRA banks'
+    # addresses in its body (fill_w_ptr: data_ptr()), which no trace can read: the boundary is
+    # the public function, its result fresh (hooks/op_fakes.py) and the banks its arguments.
+    ("flashinfer.fused_moe.bgmv_moe", "bgmv_moe", "flashinfer::bgmv_moe_public", (), None),
+    # bgmv_moe_gemm2_lora_delta (moe_lora_delta.py) gathers the permuted activation with a
+    # boolean mask (`a_exp[valid] = ...`: a data-dependent shape, aten.nonzero) before its
+    # kernels: the boundary is the public function, every buffer it writes its own, its
+    # result fresh (hooks/op_fakes.py).
+    ("flashinfer.fused_moe.moe_lora_delta", "bgmv_moe_gemm2_lora_delta",
+     "flashinfer::bgmv_moe_gemm2_lora_delta", (), None),
 ]
 
 class _Declared:
