@@ -178,6 +178,13 @@ EXTRA_DECLARATIONS = [
     # result fresh (hooks/op_fakes.py).
     ("flashinfer.fused_moe.moe_lora_delta", "bgmv_moe_gemm2_lora_delta",
      "flashinfer::bgmv_moe_gemm2_lora_delta", (), None),
+    # mono_moe (0.6.16 on, SM90) calls its JIT kernel (`monomoe_topk`) in the public function's
+    # own body after its shape checks and the up weights' repack (cached on the weight tensor
+    # as an attribute): the boundary is the public function. The kernel writes `out` (its
+    # result: the caller's when given, hooks/op_corrections.py) and the `scratchpad` it
+    # self-maintains (counters, flags), the caller's when given (docs/op-audit).
+    ("flashinfer.fused_moe.monomoe", "mono_moe", "flashinfer::mono_moe", ("scratchpad",),
+     None),
 ]
 
 class _Declared:

@@ -160,6 +160,11 @@ CORRECTIONS = {
     ("flashinfer.gemm.gemm_base", "mm_fp4"): {
         "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },
+    # dynafold's own declaration of `mono_moe` (hooks/dormant_ops.py): returns `out`, the
+    # caller's when given, else one it allocates (monomoe.py:353, :371; 0.6.16 :340, :360).
+    ("flashinfer.fused_moe.monomoe", "mono_moe"): {
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
+    },
     # dynafold's declarations of flashinfer.norm's fused diffusion norms (0.6.16-0.7.4): the
     # kernels write only the outputs (csrc/rmsnorm_silu.cu: `output`, and `scale_row_out`,
     # FlashInfer's `block_scale`, for NVFP4 only; fused_dit_layernorm.cuh: `residual_out`,

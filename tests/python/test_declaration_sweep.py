@@ -61,10 +61,12 @@ NORMS = ["flashinfer.norm:" + name for name in (
 # 0.7.4's fused norms for the SM100 family (data_ptr() checks before their declared ops).
 GATED_NORMS = ["flashinfer.norm:" + name for name in (
     "gated_residual_rmsnorm", "gated_residual_next_rmsnorm", "rmsnorm_sigmoid_gate")]
-# The multi-LoRA MoE BGMV functions (0.6.16 on): JIT kernels, pointer tables, a mask gather.
+# The multi-LoRA MoE BGMV functions and MonoMoE (0.6.16 on): JIT kernels called in their bodies,
+# pointer tables, a mask gather.
 BGMV = ["flashinfer.fused_moe.bgmv_moe:" + name for name in (
     "bgmv_moe_shrink", "bgmv_moe_expand", "bgmv_moe")] + [
-    "flashinfer.fused_moe.moe_lora_delta:bgmv_moe_gemm2_lora_delta"]
+    "flashinfer.fused_moe.moe_lora_delta:bgmv_moe_gemm2_lora_delta",
+    "flashinfer.fused_moe.monomoe:mono_moe"]
 OWN = {"0.6.16": NORMS + BGMV, "0.7.4": NORMS + GATED_NORMS + BGMV + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda",
     # the FP8 block-scale Prims-TS body its routed public function calls
