@@ -255,6 +255,42 @@ EXTRA_DECLARATIONS = [
     ("flashinfer.topk", "top_k", "flashinfer::top_k_public", (),
      "(Tensor input, int k, bool sorted=False, bool deterministic=False, int tie_break=0, "
      "bool dsa_graph_safe=False) -> (Tensor, Tensor)"),
+    # prims_ts_fp8_block_scale_routed_moe (0.7.2, 0.7.4) calls the FP8 block-scale body
+    # FlashInfer's declared op (prims_ts_fp8_block_scale_moe) wraps, not the op: the support
+    # check, the runner classes built per call, the autotuner's lock and choice and the CuTe
+    # DSL GEMMs it compiles and launches run on the traced path. The boundary is that body,
+    # keyword-only as FlashInfer writes it; woken for the finalized call that gives `output`
+    # (hooks/op_corrections.py), which writes `output` and `routing_replay_out` only
+    # (docs/op-audit).
+    ("flashinfer.fused_moe.backends.prims_ts.fp8_op", "_prims_ts_fp8_block_scale_moe_impl",
+     "flashinfer::prims_ts_fp8_block_scale_moe_impl", ("routing_replay_out",), None),
+    # The multi-LoRA MoE BGMV kernels (0.6.16 on) are called from the public functions' own
+    # bodies (`_get_bgmv_moe_module().bgmv_moe_shrink(...)`), no declaration around them; the
+    # LoRA delta helpers (0.7.x moe_lora_delta.py) call these functions. The kernels write `y`
+    # only (csrc/bgmv_moe/moe_bgmv_ops.cu: every other tensor const); they also read the LoRA
+    # weights through the int64 pointer table `w_ptr` (fill_w_ptr), which no schema can name
+    # (docs/op-audit). Named `_public` beside the JIT functions' names.
+    ("flashinfer.fused_moe.bgmv_moe", "bgmv_moe_shrink", "flashinfer::bgmv_moe_shrink_public",
+     ("y",), None),
+    ("flashinfer.fused_moe.bgmv_moe", "bgmv_moe_expand", "flashinfer::bgmv_moe_expand_public",
+     ("y",), None),
+    # bgmv_moe (shrink + expand in one call) builds both pointer tables from the LoRA banks'
+    # addresses in its body (fill_w_ptr: data_ptr()), which no trace can read: the boundary is
+    # the public function, its result fresh (hooks/op_fakes.py) and the banks its arguments.
+    ("flashinfer.fused_moe.bgmv_moe", "bgmv_moe", "flashinfer::bgmv_moe_public", (), None),
+    # bgmv_moe_gemm2_lora_delta (moe_lora_delta.py) gathers the permuted activation with a
+    # boolean mask (`a_exp[valid] = ...`: a data-dependent shape, aten.nonzero) before its
+    # kernels: the boundary is the public function, every buffer it writes its own, its
+    # result fresh (hooks/op_fakes.py).
+    ("flashinfer.fused_moe.moe_lora_delta", "bgmv_moe_gemm2_lora_delta",
+     "flashinfer::bgmv_moe_gemm2_lora_delta", (), None),
+    # mono_moe (0.6.16 on, SM90) calls its JIT kernel (`monomoe_topk`) in the public function's
+    # own body after its shape checks and the up weights' repack (cached on the weight tensor
+    # as an attribute): the boundary is the public function. The kernel writes `out` (its
+    # result: the caller's when given, hooks/op_corrections.py) and the `scratchpad` it
+    # self-maintains (counters, flags), the caller's when given (docs/op-audit).
+    ("flashinfer.fused_moe.monomoe", "mono_moe", "flashinfer::mono_moe", ("scratchpad",),
+     None),
 ]
 
 class _Declared:

@@ -77,16 +77,27 @@ CORRECTIONS = {
         "also_mutates": ("output_scales",)}
        for loader in ("get_moe_alltoall_module", "_get_moe_alltoall_module_for_target")
        for op in ("moe_a2a_combine", "moe_a2a_combine_into")},
-    # Results that are the caller's `output` only when one is given (else a new tensor), or a
-    # list holding it: no operator schema says "sometimes an alias", so these stay as
-    # FlashInfer ships them (traced, not woken) rather than give a stale buffer, except for the
-    # call that gives `output` (below).
+    # Prims-TS MoE (0.7.2, 0.7.4): the result is the caller's `output` when one is given and
+    # the call is finalized (BF16 and NVFP4: `[output]`, shared/inputs.py
+    # unpack_trtllm_moe_output, 0.7.4 bf16_op.py:287, 0.7.2 :232, fp4_op.py:403; FP8: `output`
+    # itself, 0.7.4 fp8_op.py:486, :1453, 0.7.2 :393, :975), else a new tensor or routing-sized ones: woken for the call that
+    # gives `output`, finalized, as the trtllm-gen ops are. The staged routing kernel reads the
+    # caller's top-k weights and never writes them: FlashInfer passes them down only for
+    # unpacked routing (runner.py _staged_routing_io, fp4_op.py/fp8_op.py
+    # _resolve_routing_inputs; packed routing gets a fresh empty placeholder), where the kernel
+    # takes the ids from mPtrPrecomputedExpertIds and stores no weights
+    # (trtllm_fused_moe_kernel_launcher.cu makePrecomputedRoutingData,
+    # RoutingKernel.cuh:618-626). 0.7.4's BF16 declaration also serves the partitioned call
+    # (weight shards, caller streams): that one is traced as shipped (hooks/op_narrowing.py
+    # NARROWED, partition_resources).
     **{(f"flashinfer.fused_moe.backends.prims_ts.{module}", op): {
-        "dormant": "result is the caller's output only when one is given"}
-       for module, op in (("bf16_op", "prims_ts_bf16_moe_op"),
-                          ("fp4_op", "prims_ts_fp4_block_scale_moe"),
-                          ("fp8_op", "prims_ts_fp8_block_scale_moe"),
-                          ("fp8_op", "prims_ts_fp8_per_tensor_scale_moe"))},
+        "result_is_given": {"argument": "output", "form": form,
+                            "when": {"do_finalize": True, "gemm1_lora_delta": None}}}
+       for module, op, form in (("bf16_op", "prims_ts_bf16_moe_op", "list"),
+                                ("fp4_op", "prims_ts_fp4_block_scale_moe", "list"),
+                                ("fp8_op", "prims_ts_fp8_block_scale_moe", "itself"),
+                                ("fp8_op", "_prims_ts_fp8_block_scale_moe_impl", "itself"),
+                                ("fp8_op", "prims_ts_fp8_per_tensor_scale_moe", "itself"))},
     # NVFP4 MoE as SGLang calls it (0.6.16-0.7.4, the same body): with `output` given and
     # finalized, the result is `[output]` (0.7.x fused_moe/shared/inputs.py
     # unpack_trtllm_moe_output; 0.6.16 inline); routing buffers the caller does not give are
@@ -165,6 +176,11 @@ CORRECTIONS = {
     # takes no output buffer); declared so that its `backend` Literal is a str to the schema.
     ("flashinfer.gemm.gemm_svdquant", "nvfp4_quantize_smooth"): {
         "fresh_only": {"when": {}, "results": 2},
+    },
+    # dynafold's own declaration of `mono_moe` (hooks/dormant_ops.py): returns `out`, the
+    # caller's when given, else one it allocates (monomoe.py:353, :371; 0.6.16 :340, :360).
+    ("flashinfer.fused_moe.monomoe", "mono_moe"): {
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },
     # dynafold's declarations of flashinfer.norm's fused diffusion norms (0.6.16-0.7.4): the
     # kernels write only the outputs (csrc/rmsnorm_silu.cu: `output`, and `scale_row_out`,

@@ -280,6 +280,32 @@ def _fused_qk_rmsnorm_rope(values):
                  for heads in ("num_heads_q", "num_heads_k", "num_heads_v"))
 
 
+def _bgmv_moe(values):
+    """`bgmv_moe`'s result (0.6.16 on): `y.to(x.dtype)` of a fresh float32
+    (tokens, total_feat_out) accumulator, total_feat_out `output_dim` when given, else the sum
+    of the LoRA-B banks' output widths (dim 2)."""
+    x = values["x"]
+    total = values["output_dim"]
+    if total is None:
+        total = sum(b.size(2) for b in values["lora_b_weights"])
+    return x.new_empty((x.size(0), total))
+
+
+def _bgmv_moe_gemm2_lora_delta(values):
+    """`bgmv_moe_gemm2_lora_delta`'s result (0.6.16 on): a fresh (tokens, hidden_size)
+    float32 accumulator, scaled, `.to(out_dtype)`; tokens is topk_ids' dim 0."""
+    tokens = values["topk_ids"].shape[0]
+    return values["gemm1_activation_output"].new_empty(
+        (tokens, values["hidden_size"]), dtype=values["out_dtype"])
+
+
+def _mono_moe(values):
+    """`mono_moe` with no `out` given: `torch.empty(m, K, bfloat16)`, m and K those of
+    `activations_in` (its shape check requires [m, K=2048])."""
+    x = values["activations_in"]
+    return x.new_empty((x.shape[0], x.shape[1]), dtype=torch.bfloat16)
+
+
 def _per_token_group_quant_8bit_cuda(values):
     """`_per_token_group_quant_8bit_cuda`'s `(x_q, x_s)` as it allocates them (0.7.4): `x_q`
     like `x` in `dst_dtype`; float32 scales, (*x.shape[:-1], groups) row-major, or with
@@ -444,6 +470,14 @@ BY_NAME = {
     "flashinfer::top_k_public": (_top_k, ("input", "k")),
     "flashinfer::mxfp8_quantize_sm100": (
         _mxfp8_quantize_sm100, ("input", "sf_swizzle_layout", "alignment")),
+    # dynafold's own declarations (hooks/dormant_ops.py) of the multi-LoRA MoE BGMV functions
+    # that return a fresh tensor.
+    "flashinfer::bgmv_moe_public": (_bgmv_moe, ("x", "lora_b_weights", "output_dim")),
+    # dynafold's own declaration of mono_moe, called without `out`.
+    "flashinfer::mono_moe": (_mono_moe, ("activations_in",)),
+    "flashinfer::bgmv_moe_gemm2_lora_delta": (
+        _bgmv_moe_gemm2_lora_delta,
+        ("gemm1_activation_output", "topk_ids", "hidden_size", "out_dtype")),
     # cutlass_fused_moe's kernel with `output` given: what it returns besides `output`
     # (hooks/op_corrections.py, form "list+").
     "flashinfer::cutlass_fused_moe:scratch": (

@@ -104,6 +104,16 @@ NARROWED = {
     # operator as an int64 CPU tensor (hooks/attention_plans.py keeps it one under compile) and
     # the kernel gives FlashInfer its list.
     "plan_info_vec": Rule(torch.Tensor, _fits_a_tensor, applies=_is_int_list, restore=_as_ints),
+    # 0.7.4's Prims-TS MoE declarations (bf16_op.py prims_ts_bf16_moe_op, fp8_op.py's impl)
+    # also serve the two-partition form: a pair of weight shards per weight
+    # (Union[Tensor, Sequence[Tensor]]), the caller's streams and events (a
+    # MoePartitionResources, no schema type) and the strategy. Narrowed to the unpartitioned
+    # call (one weight tensor, no resources); a partitioned call is traced as shipped.
+    "partition_resources": Rule(None, _fits_none),
+    "partition_strategy": Rule(None, _fits_none),
+    **{name: Rule(torch.Tensor, _fits_a_tensor, applies=lambda hint: is_union(hint))
+       for name in ("gemm1_weights", "gemm2_weights", "gemm1_weights_scale",
+                    "gemm2_weights_scale")},
 }
 # Parameters a fake may lack (added to the kernel after its fake was written) because they cannot
 # change the result's shape, dtype or strides: the random stream's position.
@@ -264,21 +274,22 @@ class Narrowing:
         names, kept, dropped, checks, params, restores = [], [], [], [], [], []
         suffix = ""
         positional = 0
+        defaulted = False  # a parameter with a default came before
         for index, param in enumerate(sig.parameters.values()):
             if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
                 positional += 1
-            elif param.kind == param.KEYWORD_ONLY:
+            elif param.kind == param.KEYWORD_ONLY and (param.default is not param.empty
+                                                       or not defaulted):
                 # (0.7.4's mm_fp4 `batch_invariant`; fused_qk_rmsnorm_rope's `ppf`, ..., with
-                # no default): the operator takes it positionally, in its place, and
-                # FlashInfer's function gets it by name.
-                if param.default is param.empty and any(
-                        p.default is not p.empty for p in params):
-                    # (a required one after a defaulted one: no positional order takes both)
-                    return "schema not expressible (keyword-only parameters)"
+                # no default; every parameter of 0.7.x's _prims_ts_fp8_block_scale_moe_impl,
+                # the defaulted ones last): the operator takes it positionally, in its place,
+                # and FlashInfer's function gets it by name. A required one after a defaulted
+                # one is refused below: no positional order takes both.
                 param = param.replace(kind=param.POSITIONAL_OR_KEYWORD)
             else:
                 return "schema not expressible (variadic or keyword-only parameters)"
             names.append(param.name)
+            defaulted = defaulted or param.default is not param.empty
             hint = hints.get(param.name, param.annotation)
             default = None if param.default is param.empty else param.default
             if param.name in split:

@@ -106,10 +106,11 @@ RULES = [
     (r"No module named 'cuda\.tile'",
      "needs cuTile (cuda.tile, the cuda-tile package), not installed in this environment: not "
      "traced here"),
+    # The stand-ins answer torch.cuda.is_available() for FlashInfer (standins.py, 9): past it,
+    # the check refuses the sm100 stand-in only where the installed CuTe DSL cannot target it.
     (r"Config not supported by Prims-TS .*requires an SM100",
-     "FlashInfer's Prims-TS support check asks torch.cuda.is_available() before the arch (False "
-     "on this driverless machine: the stand-ins answer the device's properties, not its "
-     "availability), so it refuses the sm100 stand-in too: not traced here"),
+     "FlashInfer's Prims-TS support check refuses both stand-ins (sm90; sm100: the installed "
+     "CuTe DSL cannot target it) on the traced path: not traced here"),
     (r"method `__new__` of class `PyCSimpleType`",
      "makes a ctypes value on the traced path (ctypes.c_float: FlashInfer checks that a Python "
      "float survives fp32 rounding), a break on a GPU too"),

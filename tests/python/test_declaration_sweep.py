@@ -89,9 +89,18 @@ GATED_ACT = ["flashinfer.gated_act_mxfp8:" + name for name in (
 EXPERTS = ["flashinfer.quantization.fp8_quantization:" + name for name in (
     "silu_and_mul_mxfp8_experts_quantize", "mxfp8_grouped_quantize")]
 QK_NORM_ROPE = ["flashinfer.norm:fused_qk_rmsnorm_rope"]
-OWN = {"0.6.16": NORMS + TOP_K + GEMMS + QK_NORM_ROPE,
-       "0.7.4": NORMS + GATED_NORMS + TOP_K + GEMMS + GATED_ACT + EXPERTS + QK_NORM_ROPE + [
-           "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
+# The multi-LoRA MoE BGMV functions and MonoMoE (0.6.16 on): JIT kernels called in their bodies,
+# pointer tables, a mask gather.
+BGMV = ["flashinfer.fused_moe.bgmv_moe:" + name for name in (
+    "bgmv_moe_shrink", "bgmv_moe_expand", "bgmv_moe")] + [
+    "flashinfer.fused_moe.moe_lora_delta:bgmv_moe_gemm2_lora_delta",
+    "flashinfer.fused_moe.monomoe:mono_moe"]
+# Both sweep releases have these; 0.7.4 the rest.
+BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV
+OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + [
+    "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda",
+    # the FP8 block-scale Prims-TS body its routed public function calls
+    "flashinfer.fused_moe.backends.prims_ts.fp8_op:_prims_ts_fp8_block_scale_moe_impl"]}
 
 
 @pytest.mark.parametrize("release", ["0.6.16", "0.7.4"])
