@@ -149,6 +149,14 @@ EXTRA_DECLARATIONS = [
     # reads `x` (docs/op-audit). Its fake is hooks/op_fakes.py's. 0.7.2 has no such backend.
     ("flashinfer.quantization.fp8_quantization", "_per_token_group_quant_8bit_cuda",
      "flashinfer::per_token_group_quant_8bit_cuda", (), None),
+    # group_gemm_nvfp4_nt_groupwise (SM120/SM121, 0.6.16 on) calls its JIT kernel in the
+    # public function's own body (`get_gemm_sm120_module().group_gemm_nvfp4_nt_groupwise`), no
+    # op declared: the boundary is the public function, its device check and per-stream
+    # workspaces included. Woken for the call that gives no `out`, whose result is fresh
+    # (hooks/op_corrections.py `fresh_only`; its fake is hooks/op_fakes.py's); the kernel
+    # writes only `out` and its workspaces (docs/op-audit).
+    ("flashinfer.gemm.gemm_base", "group_gemm_nvfp4_nt_groupwise",
+     "flashinfer::group_gemm_nvfp4_nt_groupwise", (), None),
 ]
 
 class _Declared:

@@ -174,6 +174,12 @@ CORRECTIONS = {
     ("flashinfer.norm", "gated_residual_next_rmsnorm"): {
         "fresh_only": {"when": {"residual_out": None, "ffn_input": None}, "results": 2},
     },
+    # dynafold's declaration of group_gemm_nvfp4_nt_groupwise (hooks/dormant_ops.py): the
+    # kernel writes only `out` (csrc/group_gemm_nvfp4_groupwise_sm120.cu:152) and the
+    # function's per-stream workspaces; `out` is the caller's when given, else allocated.
+    ("flashinfer.gemm.gemm_base", "group_gemm_nvfp4_nt_groupwise"): {
+        "fresh_only": {"when": {"out": None}, "results": 1},
+    },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",
     },

@@ -70,6 +70,14 @@ def _mm_fp4(values):
     return a.new_empty((a.shape[0], b.shape[1]), dtype=values["out_dtype"])
 
 
+def _group_gemm_nvfp4_nt_groupwise(values):
+    """`group_gemm_nvfp4_nt_groupwise`'s result with no `out` given, the only call woken: its
+    `torch.empty((a.shape[0], b.shape[1]), dtype=out_dtype)`, `out_dtype` bfloat16 unless
+    given (every release)."""
+    a, b = values["a"], values["b"]
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=values["out_dtype"] or torch.bfloat16)
+
+
 def _fused_rmsnorm_silu(values):
     """`fused_rmsnorm_silu`'s result with no `out` (nor `block_scale`) given, the only call
     woken: the function's `torch.empty_like(input)`, bfloat16 like the input it requires."""
@@ -199,6 +207,10 @@ BY_NAME = {
     # dynafold's own declaration of the public mm_fp4 (hooks/dormant_ops.py), called without
     # `out` (with it, its operator returns nothing: hooks/op_corrections.py).
     "flashinfer::mm_fp4": (_mm_fp4, ("a", "b", "out_dtype")),
+    # dynafold's own declaration of group_gemm_nvfp4_nt_groupwise (hooks/dormant_ops.py),
+    # woken for the call that gives no `out` (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::group_gemm_nvfp4_nt_groupwise": (
+        _group_gemm_nvfp4_nt_groupwise, ("a", "b", "out_dtype")),
     # dynafold's own declarations of the fused diffusion norms (hooks/dormant_ops.py), woken
     # for the call that gives no output buffer (hooks/op_corrections.py `fresh_only`).
     "flashinfer::fused_rmsnorm_silu": (_fused_rmsnorm_silu, ("input", "out")),
