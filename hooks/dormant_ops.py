@@ -157,6 +157,15 @@ EXTRA_DECLARATIONS = [
     # writes only `out` and its workspaces (docs/op-audit).
     ("flashinfer.gemm.gemm_base", "group_gemm_nvfp4_nt_groupwise",
      "flashinfer::group_gemm_nvfp4_nt_groupwise", (), None),
+    # fused_kda_decode (0.7.2 on): kda_kernels/fused_kda_decode.py run_fused_kda_decode checks
+    # `conv_state.data_ptr() % 8` (no trace can read an address), compiles its CuTe DSL kernel
+    # and launches it; FlashInfer's module holds it as an alias imported at load, so the
+    # boundary is the public function. The kernel updates both caches in place, `conv_state`
+    # and `state` (rows whose slot is non-positive untouched), and writes `output`; woken for
+    # the call that gives no `output`, whose result is fresh (hooks/op_corrections.py
+    # `fresh_only`; its fake is hooks/op_fakes.py's).
+    ("flashinfer.kda_decode", "fused_kda_decode", "flashinfer::fused_kda_decode",
+     ("conv_state", "state"), None),
 ]
 
 class _Declared:

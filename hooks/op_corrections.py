@@ -180,6 +180,12 @@ CORRECTIONS = {
     ("flashinfer.gemm.gemm_base", "group_gemm_nvfp4_nt_groupwise"): {
         "fresh_only": {"when": {"out": None}, "results": 1},
     },
+    # dynafold's declaration of fused_kda_decode (hooks/dormant_ops.py): besides the two
+    # caches it declares mutable, the kernel writes only `output`
+    # (kda_kernels/fused_kda_decode.py), the caller's when given, else allocated.
+    ("flashinfer.kda_decode", "fused_kda_decode"): {
+        "fresh_only": {"when": {"output": None}, "results": 1},
+    },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",
     },

@@ -78,6 +78,14 @@ def _group_gemm_nvfp4_nt_groupwise(values):
     return a.new_empty((a.shape[0], b.shape[1]), dtype=values["out_dtype"] or torch.bfloat16)
 
 
+def _fused_kda_decode(values):
+    """`fused_kda_decode`'s result with no `output` given, the only call woken: its
+    `torch.empty((1, num_rows, H, 128), dtype=x.dtype)`, `x` being [num_rows, 3 * H * 128]
+    (0.7.2, 0.7.4: kda_kernels/fused_kda_decode.py run_fused_kda_decode)."""
+    x = values["x"]
+    return x.new_empty((1, x.shape[0], x.shape[1] // (3 * 128), 128))
+
+
 def _fused_rmsnorm_silu(values):
     """`fused_rmsnorm_silu`'s result with no `out` (nor `block_scale`) given, the only call
     woken: the function's `torch.empty_like(input)`, bfloat16 like the input it requires."""
@@ -211,6 +219,9 @@ BY_NAME = {
     # woken for the call that gives no `out` (hooks/op_corrections.py `fresh_only`).
     "flashinfer::group_gemm_nvfp4_nt_groupwise": (
         _group_gemm_nvfp4_nt_groupwise, ("a", "b", "out_dtype")),
+    # dynafold's own declaration of fused_kda_decode (hooks/dormant_ops.py), woken for the
+    # call that gives no `output` (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::fused_kda_decode": (_fused_kda_decode, ("x",)),
     # dynafold's own declarations of the fused diffusion norms (hooks/dormant_ops.py), woken
     # for the call that gives no output buffer (hooks/op_corrections.py `fresh_only`).
     "flashinfer::fused_rmsnorm_silu": (_fused_rmsnorm_silu, ("input", "out")),
