@@ -166,6 +166,14 @@ EXTRA_DECLARATIONS = [
     # `fresh_only`; its fake is hooks/op_fakes.py's).
     ("flashinfer.kda_decode", "fused_kda_decode", "flashinfer::fused_kda_decode",
      ("conv_state", "state"), None),
+    # packed_kda_decode (0.7.2 on, SM100 family): kda_kernels/cake_packed_kda_decode.py
+    # run_packed_kda_decode (an alias imported at load, so the public function is the
+    # boundary) picks its Cake program from data_ptr() alignment and launches it on the raw
+    # stream handle. The kernel updates `state` in place (rows whose slot is -1 untouched) and
+    # writes `output`; woken for the call that gives no `output` (hooks/op_corrections.py
+    # `fresh_only`; its fake is hooks/op_fakes.py's).
+    ("flashinfer.kda_decode", "packed_kda_decode", "flashinfer::packed_kda_decode",
+     ("state",), None),
 ]
 
 class _Declared:

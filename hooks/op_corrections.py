@@ -186,6 +186,12 @@ CORRECTIONS = {
     ("flashinfer.kda_decode", "fused_kda_decode"): {
         "fresh_only": {"when": {"output": None}, "results": 1},
     },
+    # dynafold's declaration of packed_kda_decode (hooks/dormant_ops.py): besides `state`,
+    # declared mutable, the kernel writes only `output` (csrc/kda/cake_kda_packed_t1_binding.cuh
+    # Run), the caller's when given, else allocated.
+    ("flashinfer.kda_decode", "packed_kda_decode"): {
+        "fresh_only": {"when": {"output": None}, "results": 1},
+    },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",
     },

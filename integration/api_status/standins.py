@@ -141,7 +141,8 @@ def eager_shape_run(kernels_return=True):
     """FlashInfer's Python run eagerly to its end on fake tensors: kernels return nothing, a
     Triton launch does nothing, and what asks the driver answers without it: the per-stream
     scratch lookup (the stream) gives a fresh buffer of the size asked, the sampling seed and
-    offset (the CUDA generator) are 0, a device switch (torch.cuda.device) switches nothing. With kernels_return False the kernels still raise,
+    offset (the CUDA generator) are 0, a device switch (torch.cuda.device) switches nothing,
+    the current stream's raw handle is 0. With kernels_return False the kernels still raise,
     naming themselves: the run stops at the first one, past the driver questions."""
     def scratch(name, num_bytes, device, zero_init=False):
         return torch.empty(num_bytes, dtype=torch.uint8, device=device)
@@ -160,6 +161,10 @@ def eager_shape_run(kernels_return=True):
     for attr in ("_exchange_device", "_maybe_exchange_device"):
         patched.append((torch.cuda, attr, getattr(torch.cuda, attr)))
         setattr(torch.cuda, attr, lambda device: 0)
+    # the raw stream handle a Cake or CuTe DSL launch passes (0.7.x's packed KDA decode):
+    # the null stream's, 0
+    patched.append((torch.cuda, "current_stream", torch.cuda.current_stream))
+    torch.cuda.current_stream = lambda device=None: types.SimpleNamespace(cuda_stream=0)
     jit = sys.modules.get("triton.runtime.jit")
     if jit is not None:
         patched.append((jit.JITFunction, "run", jit.JITFunction.run))

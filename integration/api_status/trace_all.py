@@ -159,6 +159,17 @@ def _named_device(outcome):
     return next((sm for sm, pattern in EXTRA_DEVICES if pattern.search(errors)), None)
 
 
+SM100_ONLY = re.compile(r"SM10\d|compute capability 10\.\d|requires SM100|Blackwell")
+
+
+def _refusing_device(why, sm):
+    """The device FlashInfer's eager device check names in `why` (it refused `sm`), or None."""
+    named = _named_device({"calls": {"": {"ok": False, "error": why}}})
+    if named is None and sm == 90 and SM100_ONLY.search(why):
+        named = 100
+    return named
+
+
 def try_op(build, timeout):
     """Traces every call of the op as an H200, then (if any failed) as an SM100, then (if
     FlashInfer refused that naming SM120 or SM110 only) as that device."""
@@ -180,8 +191,7 @@ def try_op(build, timeout):
             try:
                 if traced["ok"]:
                     traced.update(check_fake(fn, args, traced["results"]))
-                    named = _named_device({"calls": {"": {
-                        "ok": False, "error": traced.get("why", "")}}})
+                    named = _refusing_device(traced.get("why", ""), sm)
                     if traced["fake_check"] == "not checked" and named:
                         # Traced through an operator that holds FlashInfer's device check:
                         # its own Python refuses this device eagerly, so its allocation is
