@@ -174,6 +174,13 @@ EXTRA_DECLARATIONS = [
     # `fresh_only`; its fake is hooks/op_fakes.py's).
     ("flashinfer.kda_decode", "packed_kda_decode", "flashinfer::packed_kda_decode",
      ("state",), None),
+    # fmha_v2_prefill_sm120 and fmha_v2_prefill_deepseek (0.7.2 on, SM120/SM121) ->
+    # prefill._fmha_v2_prefill_sm120_run: its scale checks, the JIT loader and
+    # `module.run(...)`, no op declared. The kernel writes `out` and, when given, `lse`
+    # (zeroed first), both the caller's; the result is `out` itself (hooks/op_corrections.py
+    # `result_is_given`, for the call without return_lse).
+    ("flashinfer.prefill", "_fmha_v2_prefill_sm120_run",
+     "flashinfer::fmha_v2_prefill_sm120_run", ("out", "lse"), None),
 ]
 
 class _Declared:
