@@ -164,7 +164,8 @@ def eager_shape_run(kernels_return=True):
     # the raw stream handle a Cake or CuTe DSL launch passes (0.7.x's packed KDA decode):
     # the null stream's, 0
     patched.append((torch.cuda, "current_stream", torch.cuda.current_stream))
-    torch.cuda.current_stream = lambda device=None: types.SimpleNamespace(cuda_stream=0)
+    torch.cuda.current_stream = lambda device=None: types.SimpleNamespace(
+        cuda_stream=0, device_index=0, device_type=1, device=torch.device("cuda", 0))
     jit = sys.modules.get("triton.runtime.jit")
     if jit is not None:
         patched.append((jit.JITFunction, "run", jit.JITFunction.run))
