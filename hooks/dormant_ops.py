@@ -291,6 +291,30 @@ EXTRA_DECLARATIONS = [
     # self-maintains (counters, flags), the caller's when given (docs/op-audit).
     ("flashinfer.fused_moe.monomoe", "mono_moe", "flashinfer::mono_moe", ("scratchpad",),
      None),
+    # fused_kda_decode (0.7.2 on): kda_kernels/fused_kda_decode.py run_fused_kda_decode checks
+    # `conv_state.data_ptr() % 8` (no trace can read an address), compiles its CuTe DSL kernel
+    # and launches it; FlashInfer's module holds it as an alias imported at load, so the
+    # boundary is the public function. The kernel updates both caches in place, `conv_state`
+    # and `state` (rows whose slot is non-positive untouched), and writes `output`; woken for
+    # the call that gives no `output`, whose result is fresh (hooks/op_corrections.py
+    # `fresh_only`; its fake is hooks/op_fakes.py's).
+    ("flashinfer.kda_decode", "fused_kda_decode", "flashinfer::fused_kda_decode",
+     ("conv_state", "state"), None),
+    # packed_kda_decode (0.7.2 on, SM100 family): kda_kernels/cake_packed_kda_decode.py
+    # run_packed_kda_decode (an alias imported at load, so the public function is the
+    # boundary) picks its Cake program from data_ptr() alignment and launches it on the raw
+    # stream handle. The kernel updates `state` in place (rows whose slot is -1 untouched) and
+    # writes `output`; woken for the call that gives no `output` (hooks/op_corrections.py
+    # `fresh_only`; its fake is hooks/op_fakes.py's).
+    ("flashinfer.kda_decode", "packed_kda_decode", "flashinfer::packed_kda_decode",
+     ("state",), None),
+    # fmha_v2_prefill_sm120 and fmha_v2_prefill_deepseek (0.7.2 on, SM120/SM121) ->
+    # prefill._fmha_v2_prefill_sm120_run: its scale checks, the JIT loader and
+    # `module.run(...)`, no op declared. The kernel writes `out` and, when given, `lse`
+    # (zeroed first), both the caller's; the result is `out` itself (hooks/op_corrections.py
+    # `result_is_given`, for the call without return_lse).
+    ("flashinfer.prefill", "_fmha_v2_prefill_sm120_run",
+     "flashinfer::fmha_v2_prefill_sm120_run", ("out", "lse"), None),
 ]
 
 class _Declared:

@@ -227,6 +227,25 @@ CORRECTIONS = {
                                 "block_scale_unswizzled": None, "y_out": None},
                        "results": 2},
     },
+    # dynafold's declaration of fused_kda_decode (hooks/dormant_ops.py): besides the two
+    # caches it declares mutable, the kernel writes only `output`
+    # (kda_kernels/fused_kda_decode.py), the caller's when given, else allocated.
+    ("flashinfer.kda_decode", "fused_kda_decode"): {
+        "fresh_only": {"when": {"output": None}, "results": 1},
+    },
+    # dynafold's declaration of packed_kda_decode (hooks/dormant_ops.py): besides `state`,
+    # declared mutable, the kernel writes only `output` (csrc/kda/cake_kda_packed_t1_binding.cuh
+    # Run), the caller's when given, else allocated.
+    ("flashinfer.kda_decode", "packed_kda_decode"): {
+        "fresh_only": {"when": {"output": None}, "results": 1},
+    },
+    # dynafold's declaration of the SM120 fmha_v2 runner (hooks/dormant_ops.py): returns
+    # `out`, the caller's (required), or `(out, lse)` with return_lse; the kernel writes `out`
+    # and `lse` (csrc/trtllm_fmha_v2_binding.cu TRTLLMFMHAv2Run), both declared mutable.
+    ("flashinfer.prefill", "_fmha_v2_prefill_sm120_run"): {
+        "result_is_given": {"argument": "out", "form": "itself",
+                            "when": {"return_lse": False}},
+    },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",
     },

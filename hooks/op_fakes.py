@@ -230,6 +230,22 @@ def _nvfp4_quantize_smooth(values):
             x.new_empty((_round_up(m, 128) * _round_up(n // 16, 4),), dtype=torch.uint8))
 
 
+def _fused_kda_decode(values):
+    """`fused_kda_decode`'s result with no `output` given, the only call woken: its
+    `torch.empty((1, num_rows, H, 128), dtype=x.dtype)`, `x` being [num_rows, 3 * H * 128]
+    (0.7.2, 0.7.4: kda_kernels/fused_kda_decode.py run_fused_kda_decode)."""
+    x = values["x"]
+    return x.new_empty((1, x.shape[0], x.shape[1] // (3 * 128), 128))
+
+
+def _packed_kda_decode(values):
+    """`packed_kda_decode`'s result with no `output` given, the only call woken: its
+    `mixed_qkv.new_empty((batch, 1, 12, 128))` (0.7.2, 0.7.4:
+    kda_kernels/cake_packed_kda_decode.py run_packed_kda_decode; 12 heads of 128, fixed)."""
+    mixed_qkv = values["mixed_qkv"]
+    return mixed_qkv.new_empty((mixed_qkv.shape[0], 1, 12, 128))
+
+
 def _fused_rmsnorm_silu(values):
     """`fused_rmsnorm_silu`'s result with no `out` (nor `block_scale`) given, the only call
     woken: the function's `torch.empty_like(input)`, bfloat16 like the input it requires."""
@@ -446,6 +462,10 @@ BY_NAME = {
         _fp8_blockscale_gemm_sm90, ("input", "weight", "out_dtype")),
     "flashinfer::mm_nvfp4_svdquant": (_mm_nvfp4_svdquant, ("a", "b")),
     "flashinfer::nvfp4_quantize_smooth": (_nvfp4_quantize_smooth, ("x",)),
+    # dynafold's own declaration of fused_kda_decode (hooks/dormant_ops.py), woken for the
+    # call that gives no `output` (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::fused_kda_decode": (_fused_kda_decode, ("x",)),
+    "flashinfer::packed_kda_decode": (_packed_kda_decode, ("mixed_qkv",)),
     # dynafold's own declarations of the fused diffusion norms (hooks/dormant_ops.py), woken
     # for the call that gives no output buffer (hooks/op_corrections.py `fresh_only`).
     "flashinfer::fused_rmsnorm_silu": (_fused_rmsnorm_silu, ("input", "out")),

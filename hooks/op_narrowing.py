@@ -133,16 +133,17 @@ def is_union(hint):
 
 def _schema_hint(hint):
     """The annotation an operator's schema can say for `hint`: a Literal of strings (a backend
-    name) is a str; anything else unchanged."""
+    name) is a str, an Optional one (0.7.x fused_kda_decode's `state_indices_mode`) an
+    Optional[str]; anything else unchanged."""
     if typing.get_origin(hint) is typing.Literal and all(
             isinstance(a, str) for a in typing.get_args(hint)):
         return str
-    # An Optional one (0.6.16-0.7.4 gemm_fp8_nt_groupwise's `scale_major_mode`): an optional str.
+    # An Optional one (0.6.16-0.7.4 gemm_fp8_nt_groupwise's `scale_major_mode`, 0.7.x
+    # fused_kda_decode's `state_indices_mode`): an optional str.
     members = typing.get_args(hint)
-    if (typing.get_origin(hint) is typing.Union and len(members) == 2
-            and type(None) in members):
+    if typing.get_origin(hint) is typing.Union and len(members) == 2 and type(None) in members:
         inner = next(m for m in members if m is not type(None))
-        if _schema_hint(inner) is str:
+        if _schema_hint(inner) is str and inner is not str:
             return typing.Optional[str]
     return hint
 

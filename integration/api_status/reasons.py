@@ -10,6 +10,16 @@ RULES = [
      "reaches FlashInfer's JIT module function `{0}` directly, outside any op declaration "
      "(register_custom_op): no operator boundary, so Dynamo meets the opaque tvm_ffi call, a "
      "break on a GPU too; needs a dynafold boundary"),
+    # Tried on 2026-12-01 with nvidia-cudnn-frontend 1.32.0 on the path (pip: 2 min, 625 MB with
+    # the CuTe DSL, tvm_ffi and cuda-bindings copies it pulls; `import cudnn` works without a
+    # driver, its backend_version() does not, no libcudnn): no op of 0.7.4 traces with it.
+    # grouped_mm_bf16/fp8 then stop at cuDNN's pybind graph objects (Dynamo: "callable object
+    # with no traceable __call__"; eager: cudnnHandle Create fails, no driver), bmm_mxfp8 (as
+    # an SM100) at the AutoTuner's lock, chunk_gated_delta_rule2 and chunk_gated_delta_product
+    # at the raw stream handle of their launch, qsa_forward and qsa_indexed_forward still at
+    # their import_module: each a break on a GPU too, needing a dynafold boundary around the
+    # public function, which would hold the frontend check as well. So the environment does
+    # not install it.
     (r"cuDNN is not available",
      "needs cuDNN's Python frontend (nvidia-cudnn-frontend), not installed in this "
      "environment: not traced here"),
@@ -128,7 +138,8 @@ RULES = [
      "launches its kernel from FlashInfer's Python on the traced path (the current CUDA "
      "stream's raw handle for a CuTe DSL or tvm_ffi launch), outside any op declaration: no "
      "operator boundary, a break on a GPU too"),
-    (r"builtin `posix\.(stat|getcwd|listdir|open)",
+    # (0.7.4's sm110_gqa_decode, past the SM110 stand-in: its Cake manifest's read_text)
+    (r"builtin `posix\.(stat|getcwd|listdir|open)|builtin operator `open`",
      "reads the file system on the traced path (a Cake kernel manifest or the CuTe DSL "
      "compile cache: the kernel's loader is outside any op declaration), a break on a GPU too"),
     # 0.7.2's MiniMax-H3 MXFP8 pre-attention ships programs per token count (0.7.4: any).

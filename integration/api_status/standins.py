@@ -4,7 +4,10 @@ Dynamo; the kernels are never run (under FakeTensorMode the operators' fakes ans
 
 1. The device: `torch.cuda.get_device_properties` / `get_device_capability` answer an H200
    (sm90, 132 SMs) or, for ops FlashInfer builds for SM100 and newer only, a B200 (sm100, 148
-   SMs); FlashInfer's cached device queries are cleared when the answer changes.
+   SMs); for the few ops whose own device check names only SM120/SM121 or SM110 (and refuses
+   both of those), an RTX PRO 6000 Blackwell (sm120, 188 SMs, 99 KiB shared memory per block)
+   or a Jetson Thor (sm110, 20 SMs). FlashInfer's cached device queries are cleared when the
+   answer changes.
 2. The JIT build: every `JitSpec.build_and_load()` returns a module whose functions (and the
    module itself, called as a CuTe DSL kernel) are opaque to Dynamo (as a built module's
    tvm_ffi functions are) and raise if called, so a traced
@@ -22,7 +25,9 @@ Dynamo; the kernels are never run (under FakeTensorMode the operators' fakes ans
    FlashInfer downloads before it builds, and this machine has no network) give a spec whose
    `build_and_load` is (2)'s and no cubin library paths; `setup_cubin_loader` does nothing.
    FlashInfer's loaders around them run as shipped and declare their ops (as the fp4-layer
-   branch's tests/python/helpers/blackwell_standins.py does for the fused MoE).
+   branch's tests/python/helpers/blackwell_standins.py does for the fused MoE). So does 0.7.4's
+   SM120 fmha_v2 build (`gen_trtllm_fmha_v2_sm120_module`), whose spec generates its kernel
+   sources by compiling and running a traits printer with nvcc, which this machine lacks.
 7. The device switch Dynamo makes at trace time for `with torch.cuda.device(...)` (a driver
    call) answers device 0, the only one.
 8. No network: FlashInfer's cubin download (`download_file`) fails at once, where it would
@@ -54,6 +59,20 @@ DEVICES = {
               shared_memory_per_multiprocessor=233472,
               L2_cache_size=132120576, max_threads_per_multi_processor=2048,
               regs_per_multiprocessor=65536, warp_size=32, uuid="standin-b200",
+              is_integrated=False, gcnArchName="", multi_processor_count_per_gpc=0),
+    # Tried only after sm90 and sm100 both fail with a device check naming it (trace_all.py
+    # EXTRA_DEVICES): the ops FlashInfer builds for these archs alone.
+    110: dict(name="NVIDIA Thor", major=11, minor=0, multi_processor_count=20,
+              total_memory=128_000_000_000, shared_memory_per_block_optin=232448,
+              shared_memory_per_multiprocessor=233472,
+              L2_cache_size=33554432, max_threads_per_multi_processor=1536,
+              regs_per_multiprocessor=65536, warp_size=32, uuid="standin-thor",
+              is_integrated=True, gcnArchName="", multi_processor_count_per_gpc=0),
+    120: dict(name="NVIDIA RTX PRO 6000 Blackwell Server Edition", major=12, minor=0,
+              multi_processor_count=188, total_memory=100_000_000_000,
+              shared_memory_per_block_optin=101376, shared_memory_per_multiprocessor=102400,
+              L2_cache_size=134217728, max_threads_per_multi_processor=1536,
+              regs_per_multiprocessor=65536, warp_size=32, uuid="standin-rtx-pro-6000",
               is_integrated=False, gcnArchName="", multi_processor_count_per_gpc=0),
 }
 current = [90]
@@ -138,7 +157,8 @@ def eager_shape_run(kernels_return=True):
     Triton launch does nothing, and what asks the driver answers without it: the per-stream
     scratch lookup (the stream) gives a fresh buffer of the size asked, the sampling seed and
     offset (the CUDA generator) are 0, a device switch (torch.cuda.device) switches nothing, a
-    CuTe DSL kernel compiled for the device (`_get_compiled_kernel*`) launches nothing. With kernels_return False the kernels still raise,
+    CuTe DSL kernel compiled for the device (`_get_compiled_kernel*`) launches nothing, the
+    current stream's raw handle is 0. With kernels_return False the kernels still raise,
     naming themselves: the run stops at the first one, past the driver questions."""
     def scratch(name, num_bytes, device, zero_init=False):
         return torch.empty(num_bytes, dtype=torch.uint8, device=device)
@@ -161,6 +181,11 @@ def eager_shape_run(kernels_return=True):
     for attr in ("_exchange_device", "_maybe_exchange_device"):
         patched.append((torch.cuda, attr, getattr(torch.cuda, attr)))
         setattr(torch.cuda, attr, lambda device: 0)
+    # the raw stream handle a Cake or CuTe DSL launch passes (0.7.x's packed KDA decode):
+    # the null stream's, 0
+    patched.append((torch.cuda, "current_stream", torch.cuda.current_stream))
+    torch.cuda.current_stream = lambda device=None: types.SimpleNamespace(
+        cuda_stream=0, device_index=0, device_type=1, device=torch.device("cuda", 0))
     jit = sys.modules.get("triton.runtime.jit")
     if jit is not None:
         patched.append((jit.JITFunction, "run", jit.JITFunction.run))
@@ -239,13 +264,17 @@ class _Spec:
         return ""
 
 
+NVCC_GENERATED_SPECS = {"gen_trtllm_fmha_v2_sm120_module"}
+
+
 def _trtllm_gen_builds():
     for name, module in list(sys.modules.items()):
         if not name.startswith("flashinfer") or module is None:
             continue
         for attr in list(vars(module)):
             if attr.startswith("gen_") and attr.endswith("_module") and (
-                    "fused_moe" in attr or attr.startswith("gen_trtllm_gen")):
+                    "fused_moe" in attr or attr.startswith("gen_trtllm_gen")
+                    or attr in NVCC_GENERATED_SPECS):
                 setattr(module, attr, lambda *args, **kwargs: _Spec())
         if callable(vars(module).get("setup_cubin_loader")):
             module.setup_cubin_loader = lambda *args, **kwargs: None

@@ -15,7 +15,7 @@ STATUSES = ["H200", "fake", "by design", "out of scope", "fails", "untried"]
 TRACES = {"H200", "fake"}
 WORDS = {
     "H200": "traces on the H200 (inductor, CUDA graph, bit-identical to eager)",
-    "fake": "traces on fake CUDA tensors (fullgraph=True; sm90 stand-in, sm100 where noted)",
+    "fake": "traces on fake CUDA tensors (fullgraph=True; sm90 stand-in, sm100, sm110 or sm120 where noted)",
     "by design": "not compilable by design",
     "out of scope": "out of scope",
     "fails": "fails to trace",

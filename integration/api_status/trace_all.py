@@ -4,7 +4,8 @@ writes it as JSON: python trace_all.py OUT.json [--only NAME,...] [--timeout S].
 Run with dynafold's preload (scripts/api-status does). Each op with an argument builder is
 compiled with torch.compile(fullgraph=True) on fake CUDA tensors, the device answered as an
 H200 (sm90); one that fails there is tried again as an SM100 (standins.py), for the ops
-FlashInfer builds for Blackwell only. Ops under a rule (verdicts.py) get its status; a
+FlashInfer builds for Blackwell only, and one whose SM100 attempt FlashInfer's own device
+check refuses naming only SM120/SM121 or SM110 once more as that device (EXTRA_DEVICES). Ops under a rule (verdicts.py) get its status; a
 by-design op with a builder is traced all the same, and its own error is kept as evidence.
 """
 import argparse
@@ -145,10 +146,36 @@ def _tensor(*shape, dtype=torch.bfloat16):
     return torch.empty(*shape, device="cuda", dtype=dtype)
 
 
+# FlashInfer's device refusals that name only a device neither first stand-in is (the error
+# of the SM100 attempt): that device is tried last, for these ops only.
+EXTRA_DEVICES = (
+    (120, re.compile(r"SM12x|SM120|\[120, 121\]|compute capabilit(y|ies) 12")),
+    (110, re.compile(r"SM110|sm110|compute capability 11\.0")),
+)
+
+
+def _named_device(outcome):
+    errors = " ".join(c["error"] for c in outcome["calls"].values() if not c["ok"])
+    return next((sm for sm, pattern in EXTRA_DEVICES if pattern.search(errors)), None)
+
+
+SM100_ONLY = re.compile(r"SM10\d|compute capability 10\.\d|requires SM100|Blackwell")
+
+
+def _refusing_device(why, sm):
+    """The device FlashInfer's eager device check names in `why` (it refused `sm`), or None."""
+    named = _named_device({"calls": {"": {"ok": False, "error": why}}})
+    if named is None and sm == 90 and SM100_ONLY.search(why):
+        named = 100
+    return named
+
+
 def try_op(build, timeout):
-    """Traces every call of the op as an H200, then (if any failed) as an SM100."""
+    """Traces every call of the op as an H200, then (if any failed) as an SM100, then (if
+    FlashInfer refused that naming SM120 or SM110 only) as that device."""
     attempts = []
-    for sm in (90, 100):
+    devices = [90, 100]
+    for sm in devices:
         standins.answer_as(sm)
         outcome = {"sm": sm, "calls": {}}
         try:
@@ -164,6 +191,17 @@ def try_op(build, timeout):
             try:
                 if traced["ok"]:
                     traced.update(check_fake(fn, args, traced["results"]))
+                    named = _refusing_device(traced.get("why", ""), sm)
+                    if traced["fake_check"] == "not checked" and named:
+                        # Traced through an operator that holds FlashInfer's device check:
+                        # its own Python refuses this device eagerly, so its allocation is
+                        # read as the device it names.
+                        standins.answer_as(named)
+                        traced.pop("why")
+                        try:
+                            traced.update(check_fake(fn, args, traced["results"]))
+                        finally:
+                            standins.answer_as(sm)
                 else:
                     traced["eager"] = eager_error(fn, args)
             except OpTimeout:
@@ -175,6 +213,8 @@ def try_op(build, timeout):
         attempts.append(outcome)
         if outcome["ok"]:
             break
+        if sm == 100 and _named_device(outcome):
+            devices.append(_named_device(outcome))
     standins.answer_as(90)
     return attempts
 
@@ -212,7 +252,7 @@ def status_of(name, entry, timeout):
         # Traced as an SM100 only, past a break that a Hopper GPU has too (not FlashInfer
         # refusing the device): it fails where SGLang runs it on an H200.
         return {**row, "status": "fails", "error": h200["sm90_error"],
-                "reason": f"as an H200: {h200['sm90_reason']}; as an SM100 it traces "
+                "reason": f"as an H200: {h200['sm90_reason']}; as an SM{last['sm']} it traces "
                           "(another kernel path)", "sm100_traces": True}
     if last["ok"]:
         calls = last["calls"]

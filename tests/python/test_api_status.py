@@ -52,7 +52,7 @@ def trace(release, names, tmp_path, preload, **extra):
     env = clean_env(PYTHONPATH=flashinfer_path(release),
                     CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")),
                     FLASHINFER_WORKSPACE_BASE=str(tmp_path / "fi"), DYNAFOLD_LOG="error",
-                    FLASHINFER_CUDA_ARCH_LIST="9.0a 10.0a",
+                    FLASHINFER_CUDA_ARCH_LIST="9.0a 10.0a 11.0a 12.0a",
                     LD_PRELOAD=preload, **extra)
     traced = tmp_path / "traced.json"
     assert CUTLASS_PYTHON.exists(), f"{CUTLASS_PYTHON} missing: run scripts/test"

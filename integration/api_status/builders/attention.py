@@ -411,8 +411,11 @@ def _fmha_v2_dense(kind):
             return (lambda q, k, v, o: prefill.fmha_v2_prefill_deepseek(
                 q, k, v, o, 16, 192, 8, 192 ** -0.5),
                 (t(1, 8, 16, 192), t(1, 8, 16, 192), t(1, 8, 16, 128), t(1, 8, 16, 128)))
+        # FP8 E4M3 Q/K/V, BF16 out: the only dtypes its SM120 kernels take (prefill.py checks)
+        f8 = torch.float8_e4m3fn
         return (lambda q, k, v, o: prefill.fmha_v2_prefill_sm120(q, k, v, o, H, D, 8, D ** -0.5),
-                (t(1, 8, H, D), t(1, 8, H, D), t(1, 8, H, D), t(1, 8, H, D)))
+                (t(1, 8, H, D, dtype=f8), t(1, 8, H, D, dtype=f8), t(1, 8, H, D, dtype=f8),
+                 t(1, 8, H, D)))
     return build
 
 
