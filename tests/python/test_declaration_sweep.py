@@ -61,7 +61,11 @@ NORMS = ["flashinfer.norm:" + name for name in (
 # 0.7.4's fused norms for the SM100 family (data_ptr() checks before their declared ops).
 GATED_NORMS = ["flashinfer.norm:" + name for name in (
     "gated_residual_rmsnorm", "gated_residual_next_rmsnorm", "rmsnorm_sigmoid_gate")]
-OWN = {"0.6.16": NORMS, "0.7.4": NORMS + GATED_NORMS + [
+# The attention wrappers' JIT module calls (MLA, BatchAttention, POD), dynafold's declarations
+# in hooks/attention_plans.py.
+JIT_CALLS = ["_dynafold_attention_plans:" + name for name in (
+    "mla_run", "holistic_run", "pod_run", "batch_pod_run")]
+OWN = {"0.6.16": NORMS + JIT_CALLS, "0.7.4": NORMS + GATED_NORMS + JIT_CALLS + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
