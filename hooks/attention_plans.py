@@ -18,7 +18,21 @@ pays one property call per read.
 
 `install(module)` runs right after a module defining such wrappers has executed; the op
 declarations' `wake_pending` calls `become_data()` at each compile start.
+
+The JIT module itself, where a wrapper calls its function with no declared op between (the
+MLA wrapper's `self._cached_module.run(...)`, a tvm_ffi function no trace can enter): the
+attribute holding the module (`_cached_module`) becomes a property too. Setting it keeps
+FlashInfer's module and notes it by key; reading it gives that module, except while Dynamo
+traces, where it gives a stand-in whose functions are dynafold's declarations (`mla_run` below,
+woken like FlashInfer's own by hooks/dormant_ops.py EXTRA_DECLARATIONS): the operator takes the
+module's key (an int, the same for every call to one built module) and calls the module's
+function with FlashInfer's arguments. The POD wrappers get their module from a cached
+loader each run (`get_batch_pod_module(...).run_tensor(...)`): the loader's stand-in under
+compile (hooks/dormant_ops.py `_outside_the_trace`) gives a stand-in of the same kind
+(`through_operators`).
 """
+
+import typing
 
 import torch
 
@@ -29,6 +43,7 @@ PREFIX = "_plan_info"
 def install(module):
     """Called once a module defining FlashInfer's attention wrappers has executed. Returns a
     line for the log, or None when it defines none."""
+    held = _hold_modules(module)
     kept = []
     for name, cls in list(vars(module).items()):
         if not isinstance(cls, type) or cls.__module__ != module.__name__:
@@ -41,8 +56,9 @@ def install(module):
                 setattr(cls, attr, _plan_property(attr))
         kept.append(name)
     if not kept:
-        return None
-    return f"the plans of {', '.join(kept)} kept as graph data for the woken run operators"
+        return held
+    line = f"the plans of {', '.join(kept)} kept as graph data for the woken run operators"
+    return f"{line}; {held}" if held else line
 
 
 def _plan_attributes(cls):
@@ -133,3 +149,320 @@ def _plan_properties(cls):
     """The plan attributes `install` made properties, on the class or a base."""
     return {name for klass in cls.__mro__ for name, value in vars(klass).items()
             if isinstance(value, property) and name.startswith(PREFIX)}
+
+
+# --- JIT modules called without a declared op ---------------------------------------------
+
+# The module being installed -> the classes it brings that call their JIT module's `run`
+# themselves: (module, class, the attribute holding the JIT module, the stand-in's class, set
+# below). A class defined elsewhere is named with the module that imports it (`_wrapper`
+# imports `_fa_common`). FlashInfer's MLA wrapper (0.6.16 `mla/_core.py`
+# BatchMLAPagedAttentionWrapper.run; 0.7.2, 0.7.4 `mla/_batch_mla/_backends/_fa_common.py`
+# _run_generated_fa, the FA2/FA3 backends) calls `self._cached_module.run(...)`;
+# BatchAttention.run (`attention/_core.py`, 0.6.16-0.7.4) `self.module.run(...)`.
+HOLDERS = {}
+
+# key -> a JIT module set on a holder (kept alive: FlashInfer's loaders cache them anyway).
+_modules = {}
+
+
+def _hold_modules(module):
+    """For the holder classes `module` brings: the attribute holding the JIT module and the
+    class's `_plan_info` become properties. Returns a line for the log, or None."""
+    import sys
+    done = []
+    for module_name, class_name, attr, calls in HOLDERS.get(module.__name__, ()):
+        cls = getattr(sys.modules.get(module_name), class_name, None)
+        if not isinstance(cls, type) or not _calls_module(cls, attr):
+            continue
+        if not isinstance(cls.__dict__.get(attr), property):
+            setattr(cls, attr, _module_property(attr, calls))
+        for attr in sorted(_plan_attributes(cls)):
+            if not isinstance(cls.__dict__.get(attr), property):
+                setattr(cls, attr, _plan_property(attr))
+        done.append(class_name)
+    if not done:
+        return None
+    return f"the JIT modules of {', '.join(done)} called through dynafold's operators"
+
+
+def _calls_module(cls, attr):
+    """Whether a method of `cls` reads `attr` and calls `run` (the shape this hook knows); a
+    class that changed is left alone."""
+    for value in vars(cls).values():
+        # Through FlashInfer's decorators (0.7.4's `flashinfer_api(trace=...)` checks the
+        # arguments in a wrapper of its own).
+        while getattr(value, "__wrapped__", None) is not None:
+            value = value.__wrapped__
+        code = getattr(value, "__code__", None)
+        if code is not None and attr in code.co_names and "run" in code.co_names:
+            return True
+    return False
+
+
+class _MlaCalls:
+    """What the MLA wrapper's `_cached_module` is to a trace: `run` is dynafold's declaration
+    `mla_run`, given the module's key; any other attribute is the module's own."""
+
+    def __init__(self, key, module):
+        self.key = key
+        self.module = module
+
+    def run(self, *args):
+        return mla_run(self.key, *args)
+
+    def __getattr__(self, name):
+        return getattr(self.module, name)
+
+
+class _HolisticCalls(_MlaCalls):
+    """What BatchAttention's `module` is to a trace: `run` is `holistic_run`."""
+
+    def run(self, *args):
+        return holistic_run(self.key, *args)
+
+
+def _module_property(attr, stand_in_class):
+    raw, calls = f"_dynafold{attr}", f"_dynafold{attr}_calls"
+
+    def get(self):
+        if torch.compiler.is_compiling():
+            stand_in = getattr(self, calls, None)
+            if stand_in is not None:
+                return stand_in
+        return getattr(self, raw)
+
+    def set(self, value):
+        setattr(self, raw, value)
+        if value is None:
+            setattr(self, calls, None)
+            return
+        key = id(value)
+        _modules[key] = value
+        setattr(self, calls, stand_in_class(key, value))
+
+    def delete(self):
+        delattr(self, raw)
+        setattr(self, calls, None)
+
+    get.__name__ = set.__name__ = delete.__name__ = attr
+    return property(get, set, delete,
+                    f"FlashInfer's {attr}, called through operators under compile (dynafold)")
+
+
+def mla_run(
+    module: int,
+    float_workspace_buffer: torch.Tensor,
+    int_workspace_buffer: torch.Tensor,
+    plan_info_vec: typing.List[int],
+    q_nope: torch.Tensor,
+    q_pe: torch.Tensor,
+    ckv_cache: torch.Tensor,
+    kpe_cache: torch.Tensor,
+    kv_indices: torch.Tensor,
+    o: torch.Tensor,
+    maybe_lse: typing.Optional[torch.Tensor],
+    *args,
+) -> None:
+    """The MLA JIT module's `run` (csrc/batch_mla_run.cu, batch_mla_sm90_run.cu
+    BatchMLAPagedAttentionRun): writes `o`, `maybe_lse` when given and the float workspace
+    (partial results); reads the int workspace (the plan's arrays). `*args`: the mask mode,
+    head count, page size, sm_scale, the LSE base flag, the KV scales, 0.7.x's
+    `ckv_scale_arr` (read) and, with the profiler built in, `profiler_buffer` (written): the
+    operator declares `*args`'s tensors mutable (hooks/op_narrowing.py VARIADIC)."""
+    _modules[module].run(float_workspace_buffer, int_workspace_buffer, plan_info_vec, q_nope,
+                         q_pe, ckv_cache, kpe_cache, kv_indices, o, maybe_lse, *args)
+
+
+HOLDERS.update({
+    "flashinfer.mla._core": (
+        ("flashinfer.mla._core", "BatchMLAPagedAttentionWrapper", "_cached_module", _MlaCalls),),
+    "flashinfer.mla._batch_mla._wrapper": (
+        ("flashinfer.mla._batch_mla._backends._fa_common", "_BatchMLAGeneratedFaMechanics",
+         "_cached_module", _MlaCalls),),
+    "flashinfer.attention._core": (
+        ("flashinfer.attention._core", "BatchAttention", "module", _HolisticCalls),),
+})
+
+
+def holistic_run(
+    module: int,
+    float_workspace_buffer: torch.Tensor,
+    int_workspace_buffer: torch.Tensor,
+    plan_info_vec: typing.List[int],
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    kv_indices: torch.Tensor,
+    o: torch.Tensor,
+    maybe_lse: typing.Optional[torch.Tensor],
+    *args,
+) -> None:
+    """BatchAttention's JIT module `run` (csrc/batch_attention.cu BatchPagedAttentionRun):
+    writes `o`, `maybe_lse` and the float workspace (partial results); reads the int
+    workspace (the plan's arrays). `*args`: mask mode, layout, head counts, page size, the
+    scales, the variant's additional tensors (0.7.x's NVFP4 `maybe_k_cache_sf`,
+    `maybe_v_cache_sf`, read) and a profiler build's `profiler_buffer` (written): declared
+    mutable (hooks/op_narrowing.py VARIADIC)."""
+    _modules[module].run(float_workspace_buffer, int_workspace_buffer, plan_info_vec, q,
+                         k_cache, v_cache, kv_indices, o, maybe_lse, *args)
+
+
+class _PodCalls:
+    """What `get_pod_module(...)` is to a trace: `run_tensor` is dynafold's `pod_run`."""
+
+    def __init__(self, key, module):
+        self.key = key
+        self.module = module
+
+    def run_tensor(self, *args):
+        return pod_run(self.key, *args)
+
+
+class _BatchPodCalls(_PodCalls):
+    """What `get_batch_pod_module(...)` is to a trace: `run_tensor` is `batch_pod_run`."""
+
+    def run_tensor(self, *args):
+        return batch_pod_run(self.key, *args)
+
+
+# (module, loader) -> the stand-in class of what it returns, under compile.
+LOADERS = {
+    ("flashinfer.pod", "get_pod_module"): _PodCalls,
+    ("flashinfer.pod", "get_batch_pod_module"): _BatchPodCalls,
+}
+
+
+def through_operators(loader, built):
+    """What a cached loader's stand-in gives a trace: for a loader in LOADERS whose result has
+    the function called (`run_tensor`), a stand-in calling dynafold's declaration; else
+    `built` itself."""
+    wrapped = getattr(loader, "__wrapped__", loader)
+    calls = LOADERS.get((getattr(wrapped, "__module__", None),
+                         getattr(wrapped, "__qualname__", None)))
+    if calls is None or not hasattr(built, "run_tensor"):
+        return built
+    key = id(built)
+    _modules[key] = built
+    return calls(key, built)
+
+
+def pod_run(
+    module: int,
+    q_p: torch.Tensor,
+    k_p: torch.Tensor,
+    v_p: torch.Tensor,
+    tmp_p: torch.Tensor,
+    o_p: torch.Tensor,
+    maybe_lse_p: typing.Optional[torch.Tensor],
+    mask_mode_code_p: int,
+    layout_p: int,
+    window_left_p: int,
+    maybe_custom_mask_p: typing.Optional[torch.Tensor],
+    maybe_alibi_slopes_p: typing.Optional[torch.Tensor],
+    logits_soft_cap_p: float,
+    sm_scale_p: float,
+    rope_rcp_scale_p: float,
+    rope_rcp_theta_p: float,
+    float_workspace_buffer_d: torch.Tensor,
+    int_workspace_buffer_d: torch.Tensor,
+    plan_info_vec: typing.List[int],
+    q_d: torch.Tensor,
+    paged_k_cache_d: torch.Tensor,
+    paged_v_cache_d: torch.Tensor,
+    qo_indptr_d: torch.Tensor,
+    paged_kv_indptr_d: torch.Tensor,
+    paged_kv_indices_d: torch.Tensor,
+    paged_kv_last_page_len_d: torch.Tensor,
+    o_d: torch.Tensor,
+    maybe_lse_d: typing.Optional[torch.Tensor],
+    mask_mode_code_d: int,
+    layout_d: int,
+    window_left_d: int,
+    maybe_custom_mask_d: typing.Optional[torch.Tensor],
+    maybe_mask_indptr_d: typing.Optional[torch.Tensor],
+    maybe_alibi_slopes_d: typing.Optional[torch.Tensor],
+    logits_soft_cap_d: float,
+    sm_scale_d: float,
+    rope_rcp_scale_d: float,
+    rope_rcp_theta_d: float,
+    enable_pdl: bool,
+) -> None:
+    """The POD JIT module's `pod_with_kv_cache_tensor` (csrc/pod.cu, the same parameters in
+    0.6.16-0.7.4): writes `o_p`, `maybe_lse_p`, the prefill scratch `tmp_p`, `o_d`,
+    `maybe_lse_d` and the decode float workspace (docs/op-audit)."""
+    _modules[module].run_tensor(
+        q_p, k_p, v_p, tmp_p, o_p, maybe_lse_p, mask_mode_code_p, layout_p, window_left_p,
+        maybe_custom_mask_p, maybe_alibi_slopes_p, logits_soft_cap_p, sm_scale_p,
+        rope_rcp_scale_p, rope_rcp_theta_p, float_workspace_buffer_d, int_workspace_buffer_d,
+        plan_info_vec, q_d, paged_k_cache_d, paged_v_cache_d, qo_indptr_d, paged_kv_indptr_d,
+        paged_kv_indices_d, paged_kv_last_page_len_d, o_d, maybe_lse_d, mask_mode_code_d,
+        layout_d, window_left_d, maybe_custom_mask_d, maybe_mask_indptr_d,
+        maybe_alibi_slopes_d, logits_soft_cap_d, sm_scale_d, rope_rcp_scale_d,
+        rope_rcp_theta_d, enable_pdl)
+
+
+def batch_pod_run(
+    module: int,
+    float_workspace_buffer_p: torch.Tensor,
+    int_workspace_buffer_p: torch.Tensor,
+    plan_info_vec_p: typing.List[int],
+    q_p: torch.Tensor,
+    paged_k_cache_p: torch.Tensor,
+    paged_v_cache_p: torch.Tensor,
+    qo_indptr_p: torch.Tensor,
+    paged_kv_indptr_p: torch.Tensor,
+    paged_kv_indices_p: torch.Tensor,
+    paged_kv_last_page_len_p: torch.Tensor,
+    o_p: torch.Tensor,
+    maybe_lse_p: typing.Optional[torch.Tensor],
+    mask_mode_code_p: int,
+    layout_p: int,
+    window_left_p: int,
+    maybe_custom_mask_p: typing.Optional[torch.Tensor],
+    maybe_mask_indptr_p: typing.Optional[torch.Tensor],
+    maybe_alibi_slopes_p: typing.Optional[torch.Tensor],
+    logits_soft_cap_p: float,
+    sm_scale_p: float,
+    rope_rcp_scale_p: float,
+    rope_rcp_theta_p: float,
+    float_workspace_buffer_d: torch.Tensor,
+    int_workspace_buffer_d: torch.Tensor,
+    plan_info_vec_d: typing.List[int],
+    q_d: torch.Tensor,
+    paged_k_cache_d: torch.Tensor,
+    paged_v_cache_d: torch.Tensor,
+    qo_indptr_d: torch.Tensor,
+    paged_kv_indptr_d: torch.Tensor,
+    paged_kv_indices_d: torch.Tensor,
+    paged_kv_last_page_len_d: torch.Tensor,
+    o_d: torch.Tensor,
+    maybe_lse_d: typing.Optional[torch.Tensor],
+    mask_mode_code_d: int,
+    layout_d: int,
+    window_left_d: int,
+    maybe_custom_mask_d: typing.Optional[torch.Tensor],
+    maybe_mask_indptr_d: typing.Optional[torch.Tensor],
+    maybe_alibi_slopes_d: typing.Optional[torch.Tensor],
+    logits_soft_cap_d: float,
+    sm_scale_d: float,
+    rope_rcp_scale_d: float,
+    rope_rcp_theta_d: float,
+    enable_pdl: bool,
+    sm_aware_sched: torch.Tensor,
+) -> None:
+    """The batch POD JIT module's `batch_pod_with_kv_cache_tensor` (csrc/batch_pod.cu, the
+    same parameters in 0.6.16-0.7.4): writes `o_p`, `maybe_lse_p`, `o_d`, `maybe_lse_d`, both
+    float workspaces (partial results) and the SM-aware scheduler's counters
+    `sm_aware_sched` (atomicAdd, include/flashinfer/attention/batch_pod.cuh)."""
+    _modules[module].run_tensor(
+        float_workspace_buffer_p, int_workspace_buffer_p, plan_info_vec_p, q_p,
+        paged_k_cache_p, paged_v_cache_p, qo_indptr_p, paged_kv_indptr_p, paged_kv_indices_p,
+        paged_kv_last_page_len_p, o_p, maybe_lse_p, mask_mode_code_p, layout_p, window_left_p,
+        maybe_custom_mask_p, maybe_mask_indptr_p, maybe_alibi_slopes_p, logits_soft_cap_p,
+        sm_scale_p, rope_rcp_scale_p, rope_rcp_theta_p, float_workspace_buffer_d,
+        int_workspace_buffer_d, plan_info_vec_d, q_d, paged_k_cache_d, paged_v_cache_d,
+        qo_indptr_d, paged_kv_indptr_d, paged_kv_indices_d, paged_kv_last_page_len_d, o_d,
+        maybe_lse_d, mask_mode_code_d, layout_d, window_left_d, maybe_custom_mask_d,
+        maybe_mask_indptr_d, maybe_alibi_slopes_d, logits_soft_cap_d, sm_scale_d,
+        rope_rcp_scale_d, rope_rcp_theta_d, enable_pdl, sm_aware_sched)

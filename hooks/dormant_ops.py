@@ -315,6 +315,30 @@ EXTRA_DECLARATIONS = [
     # `result_is_given`, for the call without return_lse).
     ("flashinfer.prefill", "_fmha_v2_prefill_sm120_run",
      "flashinfer::fmha_v2_prefill_sm120_run", ("out", "lse"), None),
+    # BatchMLAPagedAttentionWrapper.run (SGLang's flashinfer_mla backend; FA2/FA3) calls its
+    # JIT module's tvm_ffi `run` itself, outside any declared op (0.6.16 mla/_core.py:1942,
+    # 0.7.2 mla/_batch_mla/_backends/_fa_common.py:762, 0.7.4 :777). Under compile that
+    # module's `run` is dynafold's `mla_run` (hooks/attention_plans.py): the operator takes the
+    # module's key, the plan as a tensor and the trailing scalars and tensors packed
+    # (`variadic`, hooks/op_corrections.py). `out` and `lse` are allocated (or checked) by
+    # FlashInfer's traced Python before the call: the operator writes them, never returns one.
+    ("_dynafold_attention_plans", "mla_run", "flashinfer::mla_run_jit",
+     ("float_workspace_buffer", "o", "maybe_lse"), None),
+    # BatchAttention.run calls `self.module.run(...)`, its JIT module's tvm_ffi function, the
+    # same way (attention/_core.py, 0.6.16 :302, 0.7.2 :358, 0.7.4 :359): `holistic_run`.
+    ("_dynafold_attention_plans", "holistic_run", "flashinfer::holistic_run_jit",
+     ("float_workspace_buffer", "o", "maybe_lse"), None),
+    # PODWithPagedKVCacheWrapper.run and BatchPODWithPagedKVCacheWrapper.run call their JIT
+    # module's tvm_ffi function (`get_pod_module(...).run_tensor`, flashinfer/pod.py, 0.6.16 to
+    # 0.7.4) outside any declared op. Under compile the loader gives a stand-in whose
+    # `run_tensor` is dynafold's declaration (hooks/attention_plans.py); the kernels' C++
+    # signatures are the same in the three releases. `out`/`lse` are allocated by FlashInfer's
+    # traced Python before the call: the operators write them, never return one.
+    ("_dynafold_attention_plans", "pod_run", "flashinfer::pod_run_jit",
+     ("tmp_p", "o_p", "maybe_lse_p", "float_workspace_buffer_d", "o_d", "maybe_lse_d"), None),
+    ("_dynafold_attention_plans", "batch_pod_run", "flashinfer::batch_pod_run_jit",
+     ("float_workspace_buffer_p", "o_p", "maybe_lse_p", "float_workspace_buffer_d", "o_d",
+      "maybe_lse_d", "sm_aware_sched"), None),
 ]
 
 class _Declared:
@@ -706,10 +730,14 @@ def _plan(declared):
         if isinstance(narrowings, str):
             return narrowings
     # Checked before asking torch, which logs a warning per Union parameter when asked.
-    elif declared.schema is None and op_narrowing.needed(hints):
-        narrowings = op_narrowing.variants(fn, hints)
+    elif declared.schema is None and (op_narrowing.needed(hints) or correction.get("variadic")):
+        # A JIT run function's `*args` (hooks/op_corrections.py `variadic`) reach the operator
+        # packed, its tensors declared mutable (op_narrowing.VARIADIC).
+        narrowings = op_narrowing.variants(fn, hints, variadic=bool(correction.get("variadic")))
         if isinstance(narrowings, str):
             return narrowings
+        if correction.get("variadic"):
+            mutates = mutates + ("args_tensors",)
     enums = [n for n, h in hints.items() if isinstance(h, type) and issubclass(h, enum.Enum)]
     if enums and narrowings == [None]:
         # infer_schema writes `enum.Enum`, which no schema parser takes (a narrowing gives an
@@ -859,8 +887,8 @@ def _define(op_name, schema, tags, fn, narrowing, fake, key, operator):
     kernel = fn if narrowing is None else narrowing.kernel(fn)
     if fake is _no_result:
         kernel = _result_dropped(kernel)
-    names = ([name for _, name, _ in narrowing.kept] if narrowing is not None
-             else list(inspect.signature(fn).parameters))
+    names = ([name for _, name, _ in narrowing.kept] + list(narrowing.extra_names)
+             if narrowing is not None else list(inspect.signature(fn).parameters))
     promise = fake_check.Declared(names, operator.mutable, operator.seeded)
     lib.impl(op_name, fake_check.checked(key, kernel, None if fake is _no_result else fake,
                                          promise), "CompositeExplicitAutograd")
@@ -1079,7 +1107,10 @@ def _outside_the_trace(loader):
     @assume_constant_result
     def build(*args, **kwargs):
         try:
-            _BUILT[(key,) + args + tuple(kwargs.items())] = loader(*args, **kwargs)
+            # A loader whose module's functions have dynafold declarations (the POD modules,
+            # hooks/attention_plans.py) gives the trace a stand-in calling them.
+            _BUILT[(key,) + args + tuple(kwargs.items())] = attention_plans.through_operators(
+                loader, loader(*args, **kwargs))
         except Exception as e:
             raise RuntimeError(NOT_BUILT.format(
                 loader=getattr(loader, "__qualname__", loader),

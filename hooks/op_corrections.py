@@ -34,6 +34,9 @@ Fields (each optional):
   fresh result depends on; with form "list" the declared result is a list of the n fresh
   tensors, which the operator returns as a tensor or tuple and what Dynamo calls makes a list
   again.
+- `variadic`: True for a JIT run function ending in `*args` (a JIT variant's additional
+  tensors and scalars): the operator takes them packed, the tensors declared mutable
+  (hooks/op_narrowing.py, VARIADIC).
 - `dormant`: why the declaration cannot become a correct operator at all (it stays as
   FlashInfer ships it: traced, a graph break where it reaches the kernel, never a wrong value).
 
@@ -49,6 +52,24 @@ CORRECTIONS = {
     ("flashinfer.decode", "get_single_decode_module.<locals>.run_single_decode"): {
         "also_mutates": ("maybe_lse",),
     },
+    # The JIT run functions of a wrapper built from `jit_args` (the attention-sink and
+    # causal-bidirectional wrappers, a user's own variant) end in `*args`: the variant's
+    # additional tensors, then its additional scalars (prefill.py get_batch_prefill_jit_module,
+    # decode.py get_batch_decode_jit_module, 0.6.16-0.7.4). A variant's additional tensors are
+    # plain `T*` in its params (jit/attention/utils.py generate_additional_params), so a
+    # variant may write them: the operator declares them mutable (docs/op-audit notes).
+    **{("flashinfer.prefill", f"get_batch_prefill_jit_module.<locals>.{run}"): {
+        "variadic": True} for run in ("paged_run", "ragged_run")},
+    ("flashinfer.decode", "get_batch_decode_jit_module.<locals>.run_batch_decode"): {
+        "variadic": True,
+    },
+    # dynafold's declaration of the MLA JIT module's `run` (hooks/attention_plans.py): its
+    # trailing scalars differ per release (0.7.x adds `ckv_scale_arr`) and the profiler build
+    # adds `profiler_buffer`, which the kernel writes.
+    ("_dynafold_attention_plans", "mla_run"): {"variadic": True},
+    # dynafold's declaration of BatchAttention's JIT `run`: its trailing arguments differ per
+    # release (0.7.x's NVFP4 scale-factor tensors) and the profiler build adds a buffer.
+    ("_dynafold_attention_plans", "holistic_run"): {"variadic": True},
     # 0.7.x topk.py: declared `-> torch.Tensor` and `return out`, `out` also declared mutable.
     ("flashinfer.topk", "get_topk_module.<locals>.cub_topk_page_table_transform"): {
         "returns_argument": "out",

@@ -114,10 +114,60 @@ NARROWED = {
     **{name: Rule(torch.Tensor, _fits_a_tensor, applies=lambda hint: is_union(hint))
        for name in ("gemm1_weights", "gemm2_weights", "gemm1_weights_scale",
                     "gemm2_weights_scale")},
+    # The POD kernels' prefill and decode plans (dynafold's declarations,
+    # hooks/attention_plans.py), the same.
+    **{f"plan_info_vec_{part}": Rule(torch.Tensor, _fits_a_tensor, applies=_is_int_list,
+                                     restore=_as_ints) for part in ("p", "d")},
 }
 # Parameters a fake may lack (added to the kernel after its fake was written) because they cannot
 # change the result's shape, dtype or strides: the random stream's position.
 FAKE_MAY_LACK = {"seed", "offset"}
+
+# FlashInfer's JIT run functions (`get_batch_prefill_jit_module`'s paged_run and ragged_run,
+# `get_batch_decode_jit_module`'s run) end in `*args`: the variant's additional tensors (None
+# for an absent `maybe_*` one), then its additional scalars (`double`/`int64_t`, or bool),
+# in the order the JIT module declares them. The operator takes them packed, in the same order:
+# the tensors (declared mutable: a variant's additional tensors are plain `T*` in its params,
+# jit/attention/utils.py generate_additional_params, so a variant may write them), the floats,
+# the ints and bools, and one letter per argument saying which list it is in ("t", "n" for
+# None, "f", "i", "b"), so the kernel gives FlashInfer's function the same arguments.
+VARIADIC = (("args_tensors", typing.List[torch.Tensor]), ("args_floats", typing.List[float]),
+            ("args_ints", typing.List[int]), ("args_kinds", str))
+
+
+def pack_variadic(extra):
+    """`*args` as the operator takes them (VARIADIC); Dynamo inlines it."""
+    tensors, floats, ints, kinds = [], [], [], ""
+    for value in extra:
+        if isinstance(value, torch.Tensor):
+            tensors.append(value)
+            kinds += "t"
+        elif value is None:
+            kinds += "n"
+        elif isinstance(value, bool):
+            ints.append(int(value))
+            kinds += "b"
+        elif isinstance(value, int):
+            ints.append(value)
+            kinds += "i"
+        else:
+            floats.append(float(value))
+            kinds += "f"
+    return [tensors, floats, ints, kinds]
+
+
+def unpack_variadic(tensors, floats, ints, kinds):
+    """The operator's packed arguments as FlashInfer's `*args` again."""
+    sources = {"t": iter(tensors), "f": iter(floats), "i": iter(ints), "b": iter(ints)}
+    out = []
+    for kind in kinds:
+        if kind == "n":
+            out.append(None)
+        elif kind == "b":
+            out.append(bool(next(sources["b"])))
+        else:
+            out.append(next(sources[kind]))
+    return tuple(out)
 
 
 def is_generator(hint):
@@ -226,7 +276,7 @@ def _union_splits(hints):
             for combination in itertools.product(*members)]
 
 
-def variants(fn, hints):
+def variants(fn, hints, variadic=False):
     """The narrowings of `fn`, one per combination of members of its `Union[scalar, Tensor]`
     parameters not in NARROWED (FlashInfer's fp8-quant norms' `scale`, xqa's `q_scale` and
     `kv_scale`), or one; a reason when it cannot be narrowed."""
@@ -235,7 +285,7 @@ def variants(fn, hints):
         return splits
     out = []
     for split in splits:
-        one = Narrowing.of(fn, hints, split)
+        one = Narrowing.of(fn, hints, split, variadic=variadic)
         if isinstance(one, str):
             return one
         out.append(one)
@@ -259,13 +309,19 @@ class Narrowing:
         # "list" ([buffer]) or "list+" ([buffer, *the operator's results]); None otherwise.
         self.gives_back = gives_back
         self.positional = len(names)  # how many of FlashInfer's parameters take positions
+        # The position of FlashInfer's `*args` (a JIT run function's variant arguments), which
+        # the operator takes packed (VARIADIC); None when it has none.
+        self.variadic = None
+        self.extra_names = ()       # the operator's parameters after the kept ones
 
     @classmethod
-    def of(cls, fn, hints, split=None, fits=None, result=inspect.Parameter.empty):
+    def of(cls, fn, hints, split=None, fits=None, result=inspect.Parameter.empty,
+           variadic=False):
         """The narrowing of `fn` (with `split`: parameter -> (annotation, member) for a Union
         parameter this variant takes as one member; `fits`: parameter -> check, for parameters
         the operator takes as they are but only with values that pass; `result`: the
-        operator's result annotation, when not `fn`'s), or why it cannot be narrowed."""
+        operator's result annotation, when not `fn`'s; `variadic`: a trailing `*args` is taken
+        packed, VARIADIC), or why it cannot be narrowed."""
         split = split or {}
         fits = fits or {}
         try:
@@ -276,7 +332,13 @@ class Narrowing:
         suffix = ""
         positional = 0
         defaulted = False  # a parameter with a default came before
+        variadic_at = None
         for index, param in enumerate(sig.parameters.values()):
+            if variadic_at is not None:
+                return "schema not expressible (parameters after *args)"
+            if param.kind == param.VAR_POSITIONAL and variadic:
+                variadic_at = index
+                continue
             if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
                 positional += 1
             elif param.kind == param.KEYWORD_ONLY and (param.default is not param.empty
@@ -358,9 +420,16 @@ class Narrowing:
                 return "schema not expressible (a Union result)"
             result = torch.Tensor
 
+        if variadic_at is not None:
+            params += [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                         annotation=annotation)
+                       for name, annotation in VARIADIC]
         narrowing = cls(names, kept, dropped, checks, prototype_of(fn, params, result),
                         tuple(restores), suffix)
         narrowing.positional = positional
+        if variadic_at is not None:
+            narrowing.variadic = variadic_at
+            narrowing.extra_names = tuple(name for name, _ in VARIADIC)
         return narrowing
 
     def full_args(self, args):
@@ -379,7 +448,13 @@ class Narrowing:
         rest_only = self.gives_back is not None and self.gives_back[0] == "list+"
         fresh_list = self.gives_back is not None and self.gives_back[0] == "fresh"
 
+        variadic = self.variadic is not None
+        packed_count = len(self.extra_names)
+
         def kernel(*args):
+            extra = ()
+            if variadic:  # the packed `*args` are last and have no defaults
+                args, extra = args[:-packed_count], unpack_variadic(*args[-packed_count:])
             # Trailing arguments the dispatcher left out at their default, back first.
             args = list(args) + [default for _, _, default in self.kept[len(args):]]
             if restores:
@@ -387,7 +462,10 @@ class Narrowing:
                     args[position] = restore(args[position])
             full = self.full_args(args)
             n = self.positional
-            out = fn(*full[:n], **dict(zip(self.names[n:], full[n:])))
+            if variadic:
+                out = fn(*full, *extra)
+            else:
+                out = fn(*full[:n], **dict(zip(self.names[n:], full[n:])))
             if fresh_list:
                 return _unlisted(out, self.gives_back[1])
             # The given buffer is handed back by what Dynamo calls, not by the operator.
@@ -512,10 +590,11 @@ def through_ops(narrowed, as_shipped):
     operator) pairs whose checks the call fits, else the function as shipped. (Dynamo inlines
     it with no source for its closure, so the closure holds only tuples, constants and
     functions.)"""
-    variants = tuple((tuple(n.checks), tuple(n.kept), op, n.gives_back) for n, op in narrowed)
+    variants = tuple((tuple(n.checks), tuple(n.kept), op, n.gives_back, n.variadic)
+                     for n, op in narrowed)
 
     def through_op(*args, **kwargs):
-        for checks, kept, op, gives_back in variants:
+        for checks, kept, op, gives_back, variadic in variants:
             fit = True
             for index, name, default, fits in checks:
                 if not fits(args[index] if index < len(args) else kwargs.get(name, default)):
@@ -524,6 +603,8 @@ def through_ops(narrowed, as_shipped):
             if fit:
                 values = [args[index] if index < len(args) else kwargs.get(name, default)
                           for index, name, default in kept]
+                if variadic is not None:
+                    values += pack_variadic(args[variadic:])
                 out = op(*values)
                 if gives_back is None:
                     return out

@@ -95,8 +95,12 @@ BGMV = ["flashinfer.fused_moe.bgmv_moe:" + name for name in (
     "bgmv_moe_shrink", "bgmv_moe_expand", "bgmv_moe")] + [
     "flashinfer.fused_moe.moe_lora_delta:bgmv_moe_gemm2_lora_delta",
     "flashinfer.fused_moe.monomoe:mono_moe"]
+# The attention wrappers' JIT module calls (MLA, BatchAttention, POD), dynafold's declarations
+# in hooks/attention_plans.py.
+JIT_CALLS = ["_dynafold_attention_plans:" + name for name in (
+    "mla_run", "holistic_run", "pod_run", "batch_pod_run")]
 # Both sweep releases have these; 0.7.4 the rest.
-BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV
+BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + JIT_CALLS
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda",
     # the FP8 block-scale Prims-TS body its routed public function calls

@@ -148,7 +148,7 @@ def rebuild_extra(module_name, function, name, row):
     except ImportError as e:
         # (the CuTe DSL kernels' modules import `cutlass`, which this environment lacks)
         raise Skip(f"{type(e).__name__}: {e}") from None
-    node = next((n for n in ast.parse(pathlib.Path(inspect.getsourcefile(module)).read_text()).body
+    node = next((n for n in ast.parse(_source_path(module).read_text()).body
                  if isinstance(n, ast.FunctionDef) and n.name == function), None)
     if node is None:
         raise Skip(f"{function} is not a top-level function of {module_name}")
@@ -157,6 +157,15 @@ def rebuild_extra(module_name, function, name, row):
     setattr(module, function, fn)
     STANDINS[key] = StandIn(row, _lenient(ops_module().op_fakes.override(name, fn)))
     return fn, name
+
+
+def _source_path(module):
+    """A module's source file; a dynafold hook's (`<dynafold>/hooks/NAME.py`, loaded from
+    the library: dynafold's declaration of the MLA JIT module's run) is the repository's."""
+    name = getattr(module, "__file__", None) or ""
+    if name.startswith("<dynafold>/"):
+        return ROOT / name[len("<dynafold>/"):]
+    return pathlib.Path(inspect.getsourcefile(module))
 
 
 def _lenient(fake):
@@ -228,6 +237,13 @@ def arguments(fn, row, fake, keep_result):
     for shape in SHAPES:
         values = {}
         for p in params.values():
+            if p.kind == p.VAR_POSITIONAL:
+                # A JIT run function's variant arguments (hooks/op_corrections.py `variadic`):
+                # a tensor, an absent `maybe_*` tensor, a double and an int64, as the
+                # attention-sink and bidirectional wrappers pass them.
+                values[VARARGS] = (_value("extra_tensor", torch.Tensor, shape, ()), None,
+                                   0.25, 3)
+                continue
             if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY, p.KEYWORD_ONLY):
                 continue
             hint = hints.get(p.name, p.annotation)
@@ -266,6 +282,18 @@ def arguments(fn, row, fake, keep_result):
 # --- compile and compare ------------------------------------------------------------------
 
 
+# The key of a declaration's `*args` among its sweep values (not a parameter name).
+VARARGS = "*args"
+
+
+def _call(fn, values):
+    """`fn` on `values`, by name; a declaration ending in `*args` takes every parameter by
+    position, then its variant arguments (its parameters come in order, none keyword-only)."""
+    if VARARGS not in values:
+        return fn(**values)
+    return fn(*[v for k, v in values.items() if k != VARARGS], *values[VARARGS])
+
+
 def _group(entries):
     """One function calling every entry's declaration, on copies made inside it of what its
     kernel writes (a buffer made in the graph and read after the call is where an undeclared
@@ -275,8 +303,8 @@ def _group(entries):
         for (fn, _, seeded, keep_result, written), values in zip(entries, inputs):
             values = {k: _clone(v) if k in written else v for k, v in values.items()}
             if seeded:
-                fn(**values)  # a draw whose result is unused still advances the generator
-            result = fn(**values)
+                _call(fn, values)  # a draw whose result is unused still advances the generator
+            result = _call(fn, values)
             out.append(((result if keep_result else None), values))
         return out
     return f
