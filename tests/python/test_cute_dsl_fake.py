@@ -45,3 +45,19 @@ def test_cute_dsl_fake_matches_flashinfers_own_shapes(release):
     assert unexplained == [], unexplained[:5]
     if release == "0.6.16":
         assert len(got["differ"]) == 6, got["differ"]
+
+
+BOUNDARIES = ROOT / "tests" / "python" / "helpers" / "cute_dsl_boundary_shapes.py"
+
+
+@pytest.mark.parametrize("release", CUTE_DSL_RELEASES)
+def test_cute_dsl_boundary_fakes_match_flashinfers_own_shapes(release):
+    """dynafold's other CuTe DSL boundaries (the MXFP4/MXFP8 quantizers, the SwiGLU NVFP4
+    driver, the fused RMSNorm + FP4 quantizers): their fakes against FlashInfer's own Python,
+    216 cases each release."""
+    assert CUTLASS_PYTHON.exists(), f"{CUTLASS_PYTHON} missing: run scripts/test"
+    r = run([str(CUTLASS_PYTHON), str(BOUNDARIES)],
+            clean_env(PYTHONPATH=flashinfer_path(release)), timeout=600)
+    got = result_of(r)
+    assert got["cases"] == 216, got["cases"]
+    assert got["differ"] == [], got["differ"][:5]
