@@ -142,14 +142,14 @@ BUILDERS = {
     "single_decode_with_kv_cache": _single_decode,
     "single_prefill_with_kv_cache": _single_prefill,
     **{f"BatchDecodeWithPagedKVCacheWrapper.{m}": _decode_run(m)
-       for m in ("run", "forward", "forward_return_lse")},
+       for m in ("run", "run_return_lse", "forward", "forward_return_lse")},
     **{f"CUDAGraphBatchDecodeWithPagedKVCacheWrapper.{m}":
        _decode_run(m, "CUDAGraphBatchDecodeWithPagedKVCacheWrapper")
-       for m in ("run", "forward", "forward_return_lse")},
+       for m in ("run", "run_return_lse", "forward", "forward_return_lse")},
     **{f"BatchPrefillWithPagedKVCacheWrapper.{m}": _prefill_paged_run(m)
-       for m in ("run", "forward", "forward_return_lse")},
+       for m in ("run", "run_return_lse", "forward", "forward_return_lse")},
     **{f"BatchPrefillWithRaggedKVCacheWrapper.{m}": _prefill_ragged_run(m)
-       for m in ("run", "forward", "forward_return_lse")},
+       for m in ("run", "run_return_lse", "forward", "forward_return_lse")},
     "BatchMLAPagedAttentionWrapper.run": _mla_run,
     "PODWithPagedKVCacheWrapper.run": _pod_run,
     "MultiLevelCascadeAttentionWrapper.run": _cascade_run,
@@ -294,11 +294,11 @@ def _bidirectional_ranges_run(method):
 
 BUILDERS.update({
     **{f"BatchDecodeWithAttentionSinkWrapper.{m}": _decode_sink_run(m)
-       for m in ("run", "forward", "forward_return_lse")},
+       for m in ("run", "run_return_lse", "forward", "forward_return_lse")},
     **{f"BatchAttentionWithAttentionSinkWrapper.{m}": _prefill_sink_run(m)
-       for m in ("run", "forward", "forward_return_lse")},
+       for m in ("run", "run_return_lse", "forward", "forward_return_lse")},
     **{f"BatchPrefillWithCausalBidirectionalRangesWrapper.{m}": _bidirectional_ranges_run(m)
-       for m in ("run", "forward", "forward_return_lse")},
+       for m in ("run", "run_return_lse", "forward", "forward_return_lse")},
     "BatchDecodeWithSharedPrefixPagedKVCacheWrapper.forward":
         _shared_prefix("BatchDecodeWithSharedPrefixPagedKVCacheWrapper"),
     "BatchPrefillWithSharedPrefixPagedKVCacheWrapper.forward":
