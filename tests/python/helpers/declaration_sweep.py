@@ -189,8 +189,9 @@ def _value(name, hint, shape, writes):
     origin, members = typing.get_origin(hint), typing.get_args(hint)
     if name in ("seed", "offset") and type(None) in members:
         return None  # drawn from the generator, as when a caller gives no seed
-    if name == "plan_info_vec":
-        # As attention_plans hands it to a compiled graph: an int64 CPU tensor.
+    if name in ("plan_info_vec", "plan_info_vec_p", "plan_info_vec_d"):
+        # As attention_plans hands it to a compiled graph: an int64 CPU tensor (the POD
+        # kernels' prefill and decode plans too).
         return torch.tensor([2, 2], dtype=torch.int64)
     if hint is torch.Tensor:
         g = torch.Generator().manual_seed(zlib.crc32(name.encode()) % 1000)
