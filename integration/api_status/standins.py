@@ -32,12 +32,13 @@ Dynamo; the kernels are never run (under FakeTensorMode the operators' fakes ans
    call) answers device 0, the only one.
 8. No network: FlashInfer's cubin download (`download_file`) fails at once, where it would
    retry with backoff for minutes; what needs the cubins then fails as it would offline.
-9. A CUDA device is there (`torch.cuda.is_available()` is True) for FlashInfer's Python, traced
-   or in the eager shape run: the device of (1), which FlashInfer asks about before its arch
-   (0.7.x's Prims-TS MoE support check, prims_ts/moe/support.py `_device_supports_prims_ts`;
-   the runtime's False made it refuse the SM100 stand-in as no device). torch's own machinery
-   still gets the runtime's answer: Dynamo saves the CUDA RNG state around each compile when
-   a device is there, which asks the driver this machine lacks.
+9. A CUDA device is there (`torch.cuda.is_available()` is True) in the code Dynamo traces: the
+   device of (1), which FlashInfer asks about before its arch (0.7.x's Prims-TS MoE support
+   check, prims_ts/moe/support.py `_device_supports_prims_ts`; the runtime's False made it
+   refuse the SM100 stand-in as no device). Code run eagerly gets the runtime's answer:
+   Dynamo's own frame set-up (it saves the CUDA RNG state when a device is there, which asks
+   the driver) and the eager shape run (where FlashInfer, told of a device, goes on to ask the
+   driver: mxfp4_dequantize, the NVFP4 slot-mapping KV append).
 """
 import collections
 import contextlib
@@ -140,15 +141,13 @@ def _plan(*args, **kwargs):
 # on fake tensors and returns the results it allocated itself (its own shape arithmetic), which
 # trace_all.py compares with what the traced operators' fakes gave.
 eager_shapes = [False]
-# True during the eager shape run (FlashInfer's Python run eagerly): a device is there (9).
-in_eager_run = [False]
 _runtime_is_available = torch.cuda.is_available
 
 
 def _is_available():
-    # Dynamo folds `is_dynamo_compiling()` to True in the code it traces (FlashInfer's); its own
-    # frame set-up calls this outside any trace and gets the runtime's answer.
-    return torch.compiler.is_dynamo_compiling() or in_eager_run[0] or _runtime_is_available()
+    # Dynamo folds `is_dynamo_compiling()` to True in the code it traces (FlashInfer's); what
+    # runs eagerly (Dynamo's frame set-up, the eager shape run) gets the runtime's answer (9).
+    return torch.compiler.is_dynamo_compiling() or _runtime_is_available()
 
 
 @contextlib.contextmanager
@@ -191,12 +190,10 @@ def eager_shape_run(kernels_return=True):
         patched.append((jit.JITFunction, "run", jit.JITFunction.run))
         jit.JITFunction.run = lambda self, *args, **kwargs: None
     eager_shapes[0] = kernels_return
-    in_eager_run[0] = True
     try:
         yield
     finally:
         eager_shapes[0] = False
-        in_eager_run[0] = False
         for owner, attr, value in reversed(patched):
             setattr(owner, attr, value)
 
