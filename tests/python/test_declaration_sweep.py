@@ -89,22 +89,21 @@ GATED_ACT = ["flashinfer.gated_act_mxfp8:" + name for name in (
 EXPERTS = ["flashinfer.quantization.fp8_quantization:" + name for name in (
     "silu_and_mul_mxfp8_experts_quantize", "mxfp8_grouped_quantize")]
 QK_NORM_ROPE = ["flashinfer.norm:fused_qk_rmsnorm_rope"]
-# The multi-LoRA MoE BGMV functions and MonoMoE (0.6.16 on): JIT kernels called in their bodies,
-# pointer tables, a mask gather.
+# The multi-LoRA MoE BGMV functions (0.6.16 on): JIT kernels called in their bodies, pointer
+# tables, a mask gather.
 BGMV = ["flashinfer.fused_moe.bgmv_moe:" + name for name in (
     "bgmv_moe_shrink", "bgmv_moe_expand", "bgmv_moe")] + [
-    "flashinfer.fused_moe.moe_lora_delta:bgmv_moe_gemm2_lora_delta",
-    "flashinfer.fused_moe.monomoe:mono_moe"]
+    "flashinfer.fused_moe.moe_lora_delta:bgmv_moe_gemm2_lora_delta"]
 # The attention wrappers' JIT module calls (MLA, BatchAttention, POD), dynafold's declarations
 # in hooks/attention_plans.py.
 JIT_CALLS = ["_dynafold_attention_plans:" + name for name in (
     "mla_run", "holistic_run", "pod_run", "batch_pod_run")]
+# 0.7.x's KDA decode steps (data_ptr() checks, CuTe DSL or Cake launches in the public body).
+KDA = ["flashinfer.kda_decode:fused_kda_decode", "flashinfer.kda_decode:packed_kda_decode"]
 # Both sweep releases have these; 0.7.4 the rest.
 BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + JIT_CALLS
-OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + [
-    "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda",
-    # the FP8 block-scale Prims-TS body its routed public function calls
-    "flashinfer.fused_moe.backends.prims_ts.fp8_op:_prims_ts_fp8_block_scale_moe_impl"]}
+OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + [
+    "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
 @pytest.mark.parametrize("release", ["0.6.16", "0.7.4"])

@@ -19,6 +19,7 @@ Prints one JSON line: per declaration its status (compiled both ways and equal; 
 why; not rebuilt and why; or what differs)."""
 import __future__
 import ast
+import enum
 import inspect
 import importlib
 import json
@@ -208,6 +209,9 @@ def _value(name, hint, shape, writes):
         return [_value(f"{name}{i}", inner, shape, writes) for i in range(2)]
     if hint is int or hint is torch.SymInt:
         return 2
+    if isinstance(hint, type) and issubclass(hint, enum.IntEnum):
+        # (0.7.x Prims-TS's `Fp8QuantizationType`: an int to the operator, the enum back)
+        return next(iter(hint))
     if hint is float:
         return 0.5
     if hint is bool:
@@ -266,6 +270,8 @@ def arguments(fn, row, fake, keep_result):
         # `nvfp4_4over6=_UNSET`, is a call it does not take).
         narrowing = ops_module().op_narrowing
         for name in values:
+            if name == VARARGS:
+                continue
             rule = narrowing._rule(name, hints.get(name, params[name].annotation))
             if rule is not None and rule.annotation is None:
                 values[name] = rule.given_back
