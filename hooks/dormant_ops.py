@@ -255,15 +255,6 @@ EXTRA_DECLARATIONS = [
     ("flashinfer.topk", "top_k", "flashinfer::top_k_public", (),
      "(Tensor input, int k, bool sorted=False, bool deterministic=False, int tie_break=0, "
      "bool dsa_graph_safe=False) -> (Tensor, Tensor)"),
-    # prims_ts_fp8_block_scale_routed_moe (0.7.2, 0.7.4) calls the FP8 block-scale body
-    # FlashInfer's declared op (prims_ts_fp8_block_scale_moe) wraps, not the op: the support
-    # check, the runner classes built per call, the autotuner's lock and choice and the CuTe
-    # DSL GEMMs it compiles and launches run on the traced path. The boundary is that body,
-    # keyword-only as FlashInfer writes it; woken for the finalized call that gives `output`
-    # (hooks/op_corrections.py), which writes `output` and `routing_replay_out` only
-    # (docs/op-audit).
-    ("flashinfer.fused_moe.backends.prims_ts.fp8_op", "_prims_ts_fp8_block_scale_moe_impl",
-     "flashinfer::prims_ts_fp8_block_scale_moe_impl", ("routing_replay_out",), None),
     # The multi-LoRA MoE BGMV kernels (0.6.16 on) are called from the public functions' own
     # bodies (`_get_bgmv_moe_module().bgmv_moe_shrink(...)`), no declaration around them; the
     # LoRA delta helpers (0.7.x moe_lora_delta.py) call these functions. The kernels write `y`
@@ -284,13 +275,6 @@ EXTRA_DECLARATIONS = [
     # result fresh (hooks/op_fakes.py).
     ("flashinfer.fused_moe.moe_lora_delta", "bgmv_moe_gemm2_lora_delta",
      "flashinfer::bgmv_moe_gemm2_lora_delta", (), None),
-    # mono_moe (0.6.16 on, SM90) calls its JIT kernel (`monomoe_topk`) in the public function's
-    # own body after its shape checks and the up weights' repack (cached on the weight tensor
-    # as an attribute): the boundary is the public function. The kernel writes `out` (its
-    # result: the caller's when given, hooks/op_corrections.py) and the `scratchpad` it
-    # self-maintains (counters, flags), the caller's when given (docs/op-audit).
-    ("flashinfer.fused_moe.monomoe", "mono_moe", "flashinfer::mono_moe", ("scratchpad",),
-     None),
     # fused_kda_decode (0.7.2 on): kda_kernels/fused_kda_decode.py run_fused_kda_decode checks
     # `conv_state.data_ptr() % 8` (no trace can read an address), compiles its CuTe DSL kernel
     # and launches it; FlashInfer's module holds it as an alias imported at load, so the
@@ -308,13 +292,6 @@ EXTRA_DECLARATIONS = [
     # `fresh_only`; its fake is hooks/op_fakes.py's).
     ("flashinfer.kda_decode", "packed_kda_decode", "flashinfer::packed_kda_decode",
      ("state",), None),
-    # fmha_v2_prefill_sm120 and fmha_v2_prefill_deepseek (0.7.2 on, SM120/SM121) ->
-    # prefill._fmha_v2_prefill_sm120_run: its scale checks, the JIT loader and
-    # `module.run(...)`, no op declared. The kernel writes `out` and, when given, `lse`
-    # (zeroed first), both the caller's; the result is `out` itself (hooks/op_corrections.py
-    # `result_is_given`, for the call without return_lse).
-    ("flashinfer.prefill", "_fmha_v2_prefill_sm120_run",
-     "flashinfer::fmha_v2_prefill_sm120_run", ("out", "lse"), None),
     # BatchMLAPagedAttentionWrapper.run (SGLang's flashinfer_mla backend; FA2/FA3) calls its
     # JIT module's tvm_ffi `run` itself, outside any declared op (0.6.16 mla/_core.py:1942,
     # 0.7.2 mla/_batch_mla/_backends/_fa_common.py:762, 0.7.4 :777). Under compile that

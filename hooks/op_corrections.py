@@ -117,7 +117,6 @@ CORRECTIONS = {
        for module, op, form in (("bf16_op", "prims_ts_bf16_moe_op", "list"),
                                 ("fp4_op", "prims_ts_fp4_block_scale_moe", "list"),
                                 ("fp8_op", "prims_ts_fp8_block_scale_moe", "itself"),
-                                ("fp8_op", "_prims_ts_fp8_block_scale_moe_impl", "itself"),
                                 ("fp8_op", "prims_ts_fp8_per_tensor_scale_moe", "itself"))},
     # NVFP4 MoE as SGLang calls it (0.6.16-0.7.4, the same body): with `output` given and
     # finalized, the result is `[output]` (0.7.x fused_moe/shared/inputs.py
@@ -198,11 +197,6 @@ CORRECTIONS = {
     ("flashinfer.gemm.gemm_svdquant", "nvfp4_quantize_smooth"): {
         "fresh_only": {"when": {}, "results": 2},
     },
-    # dynafold's own declaration of `mono_moe` (hooks/dormant_ops.py): returns `out`, the
-    # caller's when given, else one it allocates (monomoe.py:353, :371; 0.6.16 :340, :360).
-    ("flashinfer.fused_moe.monomoe", "mono_moe"): {
-        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
-    },
     # dynafold's declarations of flashinfer.norm's fused diffusion norms (0.6.16-0.7.4): the
     # kernels write only the outputs (csrc/rmsnorm_silu.cu: `output`, and `scale_row_out`,
     # FlashInfer's `block_scale`, for NVFP4 only; fused_dit_layernorm.cuh: `residual_out`,
@@ -259,13 +253,6 @@ CORRECTIONS = {
     # Run), the caller's when given, else allocated.
     ("flashinfer.kda_decode", "packed_kda_decode"): {
         "fresh_only": {"when": {"output": None}, "results": 1},
-    },
-    # dynafold's declaration of the SM120 fmha_v2 runner (hooks/dormant_ops.py): returns
-    # `out`, the caller's (required), or `(out, lse)` with return_lse; the kernel writes `out`
-    # and `lse` (csrc/trtllm_fmha_v2_binding.cu TRTLLMFMHAv2Run), both declared mutable.
-    ("flashinfer.prefill", "_fmha_v2_prefill_sm120_run"): {
-        "result_is_given": {"argument": "out", "form": "itself",
-                            "when": {"return_lse": False}},
     },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",
