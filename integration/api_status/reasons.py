@@ -26,6 +26,10 @@ RULES = [
     (r"CuTe-DSL backend, which is not available|No module named 'cutlass'",
      "needs the CuTe DSL (nvidia-cutlass-dsl), not importable in this environment: not traced "
      "here"),
+    (r"deprecated forward\(\) of an attention-sink wrapper passes no sink tensor",
+     "FlashInfer's deprecated forward() has no place for the sink tensor and sm_scale its JIT "
+     "variant reads; called as its signature allows, it crashes in paged_run on the H200 "
+     "(segfault, docs/gpu-run-2026-12-01-api-status-4): no valid call to trace"),
     # `int(t.data_ptr())` (0.7.4's Cake KDA/GDP alignment flags) fails as the int() call itself.
     (r"unsupported operand type\(s\) for ([%|&]|//): 'int' and 'int'|data_ptr|"
      r"The type int has an nb_int C slot",

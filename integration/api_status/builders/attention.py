@@ -255,8 +255,22 @@ def _sink_call(w, method, q, c, s):
     return getattr(w, method)(q, c, s, D ** -0.5)
 
 
+# The sink wrappers' deprecated forward()s are the parents': they pass the JIT variant no sink
+# tensor and no sm_scale, which its kernel reads. On the H200 (0.7.2) both prefill-sink calls
+# crash in FlashInfer's paged_run, eagerly (docs/gpu-run-2026-12-01-api-status-4): no call of
+# theirs is worth tracing.
+NO_SINK = ("FlashInfer's deprecated forward() of an attention-sink wrapper passes no sink tensor "
+           "to the JIT variant that reads one")
+
+
+def _no_sinks(method):
+    if method.startswith("forward"):
+        raise ValueError(NO_SINK)
+
+
 def _decode_sink_run(method):
     def build(t, fi):
+        _no_sinks(method)
         w = fi.BatchDecodeWithAttentionSinkWrapper(_ws(), "NHD", backend="fa2",
                                                    q_data_type=BF16, kv_data_type=BF16,
                                                    head_dim_qk=D, head_dim_vo=D)
@@ -269,6 +283,7 @@ def _decode_sink_run(method):
 
 def _prefill_sink_run(method):
     def build(t, fi):
+        _no_sinks(method)
         w = fi.BatchAttentionWithAttentionSinkWrapper(_ws(), "NHD", backend="fa2",
                                                       q_data_type=BF16, kv_data_type=BF16,
                                                       head_dim_qk=D, head_dim_vo=D)
