@@ -39,7 +39,8 @@ This module keeps the eager path exactly as FlashInfer ships it and gives Dynamo
    a logger (timestamps, file dumps, locks). Right after `flashinfer.api_logging` executes, its
    decorator is replaced by one that makes the same wrapper and remembers what it wraps; at
    compile start Dynamo is told to call the wrapped function instead, so eager calls log as
-   before and the logging stays out of the traced path.
+   before and the logging stays out of the traced path. 0.7.4's `flashinfer_experimental_api`
+   (a warning on an experimental op's first call) is kept out the same way.
 8. FlashInfer 0.7.4's per-stream scratch lookup (`_get_stream_cache_buf`) becomes a run-time
    operator under compile (hooks/stream_scratch.py says why).
 
@@ -292,6 +293,23 @@ EXTRA_DECLARATIONS = [
     # `fresh_only`; its fake is hooks/op_fakes.py's).
     ("flashinfer.kda_decode", "packed_kda_decode", "flashinfer::packed_kda_decode",
      ("state",), None),
+    # qsa_sparse_paged_attention (0.7.4, experimental; SM80-SM120): the public body picks the
+    # backend from the cache dtype and the device (the reference kernel on SM8x/SM9x, Cake on
+    # SM100/SM120), and the reference backend checks every tensor's data_ptr() alignment
+    # (experimental/qsa_nvfp4/backend.py _check_aligned: math.gcd of the address), reads the
+    # SM count and the kernel's resident CTAs (a JIT call, ctas_per_sm) for its split count,
+    # then calls its JIT kernel: no trace can read an address, so the public function, choice
+    # included, is the boundary. It writes `out` (the caller's, or empty_like(q)) and returns
+    # it (hooks/op_corrections.py `result_is_given`); the fake is hooks/op_fakes.py's.
+    ("flashinfer.sparse", "qsa_sparse_paged_attention",
+     "flashinfer::qsa_sparse_paged_attention", (), None),
+    # qsa_forward and qsa_indexed_forward (0.7.4; SM100): the public body imports cuDNN's
+    # frontend (importlib.import_module under functools.cache, a version check) and calls its
+    # op, which allocates its three results ("cuDNN allocates outputs and scratch", qsa.py
+    # docstrings) and writes nothing of the caller's; so the public function is the boundary,
+    # its results fresh (hooks/op_fakes.py, from the docstrings' shapes).
+    ("flashinfer.qsa", "qsa_forward", "flashinfer::qsa_forward", (), None),
+    ("flashinfer.qsa", "qsa_indexed_forward", "flashinfer::qsa_indexed_forward", (), None),
     # BatchMLAPagedAttentionWrapper.run (SGLang's flashinfer_mla backend; FA2/FA3) calls its
     # JIT module's tvm_ffi `run` itself, outside any declared op (0.6.16 mla/_core.py:1942,
     # 0.7.2 mla/_batch_mla/_backends/_fa_common.py:762, 0.7.4 :777). Under compile that
@@ -422,8 +440,9 @@ def install_api_logging(api_logging):
     original = getattr(api_logging, "flashinfer_api", None)
     if original is None or not isinstance(level, int):
         raise Unsupported("flashinfer.api_logging has no flashinfer_api/_API_LOG_LEVEL")
+    experimental = _install_experimental(api_logging)
     if level == 0:
-        return None
+        return experimental
     try:
         first = next(iter(inspect.signature(original).parameters))
     except (TypeError, ValueError, StopIteration):
@@ -456,6 +475,39 @@ def install_planners(module):
         said.append(f"{', '.join(plain)} made plain methods (a partialmethod stops Dynamo)")
     said = [line for line in said if line]
     return "; ".join(said) if said else None
+
+
+def _install_experimental(api_logging):
+    """FlashInfer 0.7.4's `flashinfer_experimental_api` wraps a public function in one that
+    warns (`warnings.warn`, ExperimentalWarning) on its first call, then calls the logged
+    function; Dynamo cannot trace `warnings.warn`, so an experimental op whose first call is
+    compiled stops the trace. The decorator is replaced by one that makes the same wrapper and
+    remembers the function it calls (its `__wrapped__`); at compile start Dynamo is told to call
+    that instead. Eager calls warn as shipped; a process whose first call is compiled does not
+    see the warning. Returns a line for the log, or None where the release has no such
+    decorator."""
+    original = getattr(api_logging, "flashinfer_experimental_api", None)
+    if original is None:
+        return None
+    try:
+        params = list(inspect.signature(original).parameters)
+    except (TypeError, ValueError):
+        params = []
+    if params[:1] != ["func"]:
+        return None
+
+    def flashinfer_experimental_api(func=None, **options):
+        made = original(**options)
+
+        def decorate(f):
+            wrapper = made(f)
+            return _remember_api(wrapper, getattr(wrapper, "__wrapped__", wrapper))
+        return decorate(func) if func is not None else decorate
+
+    flashinfer_experimental_api.__doc__ = original.__doc__
+    api_logging.flashinfer_experimental_api = flashinfer_experimental_api
+    return ("FlashInfer's experimental-API warning kept for eager calls, left out of traced "
+            "code")
 
 
 def _remember_api(wrapper, func):
@@ -517,8 +569,13 @@ def wake_pending(*_args):
     if not _pending and not _api_pending and len(sys.modules) == _scanned[0]:
         return
     _declare_extras()
+    # A wrapper dynafold declares an operator of (an experimental public function that is a
+    # boundary) is substituted by that operator, not called through.
+    declared = {id(d.fn) for d in _pending}
     while _api_pending:
         wrapper, func = _api_pending.pop(0)
+        if id(wrapper) in declared:
+            continue
         try:
             torch._dynamo.substitute_in_graph(wrapper, skip_signature_check=True)(
                 _call_through(func))

@@ -192,6 +192,14 @@ CORRECTIONS = {
     ("flashinfer.gemm.gemm_svdquant", "mm_nvfp4_svdquant"): {
         "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },
+    # dynafold's declaration of qsa_sparse_paged_attention (0.7.4): returns `out`, the caller's
+    # when given, else empty_like(q) (sparse.py and both backends end `return out`).
+    ("flashinfer.sparse", "qsa_sparse_paged_attention"): {
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
+    },
+    # dynafold's declarations of the cuDNN QSA forwards (0.7.4): three fresh results.
+    **{("flashinfer.qsa", name): {"fresh_only": {"when": {}, "results": 3}}
+       for name in ("qsa_forward", "qsa_indexed_forward")},
     # dynafold's declaration of nvfp4_quantize_smooth: its two results are always fresh (it
     # takes no output buffer); declared so that its `backend` Literal is a str to the schema.
     ("flashinfer.gemm.gemm_svdquant", "nvfp4_quantize_smooth"): {

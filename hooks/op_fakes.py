@@ -339,6 +339,22 @@ def _top_k(values):
     return (input.new_empty((rows, k)), input.new_empty((rows, k), dtype=torch.int64))
 
 
+def _qsa_sparse_paged_attention(values):
+    """`qsa_sparse_paged_attention`'s fresh result (no `out`): torch.empty_like(q), on both
+    backends (experimental/qsa_nvfp4/backend.py, cake_qsa_nvfp4/cake_backend.py)."""
+    return torch.empty_like(values["q"])
+
+
+def _qsa_forward(values):
+    """cuDNN QSA's (out, out_fp32, lse) (qsa.py docstrings): bfloat16 and float32 [T, Hq, 256]
+    outputs and the float32 [Hq, T] natural-log normaliser."""
+    q = values["q"]
+    T, Hq, D = q.shape
+    return (q.new_empty((T, Hq, D), dtype=torch.bfloat16),
+            q.new_empty((T, Hq, D), dtype=torch.float32),
+            q.new_empty((Hq, T), dtype=torch.float32))
+
+
 def _mxfp8_quantize_sm100(values):
     """`mxfp8_quantize_sm100`'s `(values, scales)` as its body allocates them (0.6.16-0.7.4),
     `sf_swizzle_layout` compared as FlashInfer's SfLayout ints (128x4 = 0, 8x4 = 1, linear = 2).
@@ -479,6 +495,10 @@ BY_NAME = {
     "flashinfer::per_token_group_quant_8bit_cuda": (
         _per_token_group_quant_8bit_cuda,
         ("x", "group_size", "dst_dtype", "column_major_scales", "scale_tma_aligned")),
+    # dynafold's own declarations (hooks/dormant_ops.py) of 0.7.4's QSA attention.
+    "flashinfer::qsa_sparse_paged_attention": (_qsa_sparse_paged_attention, ("q",)),
+    "flashinfer::qsa_forward": (_qsa_forward, ("q",)),
+    "flashinfer::qsa_indexed_forward": (_qsa_forward, ("q",)),
     # dynafold's own declaration (hooks/dormant_ops.py) of the public top_k.
     "flashinfer::top_k_public": (_top_k, ("input", "k")),
     "flashinfer::mxfp8_quantize_sm100": (

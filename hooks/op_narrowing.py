@@ -181,6 +181,10 @@ def is_union(hint):
         [a for a in typing.get_args(hint) if a is not type(None)]) > 1
 
 
+def _is_optional(hint):
+    return typing.get_origin(hint) is typing.Union and type(None) in typing.get_args(hint)
+
+
 def _schema_hint(hint):
     """The annotation an operator's schema can say for `hint`: a Literal of strings (a backend
     name) is a str, an Optional one (0.7.x fused_kda_decode's `state_indices_mode`) an
@@ -333,6 +337,7 @@ class Narrowing:
         positional = 0
         defaulted = False  # a parameter with a default came before
         variadic_at = None
+        late_required = set()  # required keyword-only parameters after a defaulted one
         for index, param in enumerate(sig.parameters.values()):
             if variadic_at is not None:
                 return "schema not expressible (parameters after *args)"
@@ -349,6 +354,14 @@ class Narrowing:
                 # and FlashInfer's function gets it by name. A required one after a defaulted
                 # one is refused below: no positional order takes both.
                 param = param.replace(kind=param.POSITIONAL_OR_KEYWORD)
+            elif param.kind == param.KEYWORD_ONLY:
+                # A required one after a defaulted one (0.7.4's qsa_sparse_paged_attention
+                # `output_gate`, mm_bf16_fp4's `backend`): no positional order takes both, so
+                # the operator declares it optional (default None), as it does an int tuple;
+                # FlashInfer's signature still requires it of every call, so every call passes
+                # it, and FlashInfer's function gets it by name.
+                param = param.replace(kind=param.POSITIONAL_OR_KEYWORD, default=None)
+                late_required.add(param.name)
             else:
                 return "schema not expressible (variadic or keyword-only parameters)"
             names.append(param.name)
@@ -410,6 +423,9 @@ class Narrowing:
                     restores.append((len(kept), rule.restore))
                 kept.append((index, param.name, default))
                 params.append(param.replace(annotation=rule.annotation))
+        for i, p in enumerate(params):
+            if p.name in late_required and not _is_optional(p.annotation):
+                params[i] = p.replace(annotation=typing.Optional[p.annotation])
         if result is inspect.Parameter.empty:
             result = hints.get("return", sig.return_annotation)
         if result is type(None):  # resolved `-> None`; torch's schemas take None itself

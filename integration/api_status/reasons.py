@@ -230,29 +230,14 @@ def _by_frames(error, frame_list):
     return None
 
 
-# Where an op's host read of a tensor's value is, for a data-dependent error that names no
-# frame of FlashInfer's (Dynamo put the read in the graph, which fails as it runs on the fake
-# tensors), by op name.
-HOST_READS = {
-    # fp4_quantization.py: `k_gs_ret = (1.0 / k_global_sf).item()` and v's, returned.
-    "nvfp4_quantize_paged_kv_cache":
-        "returns its global scales as Python floats read back from the device ((1.0 / "
-        "k_global_sf).item() and v's, in every call, given scales or not; without them the "
-        "caches' amax too): a value of the data on the host, which no operator can return, "
-        "a break on a GPU too",
-}
-
-
-def reason(error, eager=(), frames=(), op=None):
+def reason(error, eager=(), frames=()):
     """The named reason for `error` (a string), or None. `eager`: where FlashInfer's Python,
     run eagerly, stopped (trace_all.eager_error): where the trace died inside dynafold's
     kernel stand-in without its name, the kernel the eager run reached names it. `frames`:
-    the traced frames the error names (trace_all.frames). `op`: the op's public name."""
+    the traced frames the error names (trace_all.frames)."""
     named = _by_frames(error, list(frames))
     if named:
         return named
-    if op in HOST_READS and "_local_scalar_dense" in (error or ""):
-        return HOST_READS[op]
     if "was called inside a compiled region" in (error or ""):
         # Only the stand-in kernels are disabled functions, made when a JIT module's attribute
         # is read: the trace reached one outside any declared op, named or not.

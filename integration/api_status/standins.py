@@ -221,9 +221,11 @@ def _kernel(name):
     if name == "plan_with_staged_workspace_bytes":  # 0.7.4's MLA: (plan, staged bytes)
         return lambda *args, **kwargs: (_plan(), 0)
 
-    # A host-side size query (0.7.x top_k's `cub_topk_workspace_size`) answers a byte count, so
+    # A host-side size query (0.7.x top_k's `cub_topk_workspace_size`) answers a byte count, and
+    # an occupancy query (0.7.4 QSA's `ctas_per_sm`, which sets a split count) one CTA, so
     # that FlashInfer's Python allocates its workspace and runs on to its results.
-    answer = 1 << 20 if name.endswith("_workspace_size") else None
+    answer = (1 << 20 if name.endswith("_workspace_size") else
+              1 if name.endswith("_per_sm") else None)
 
     @torch._dynamo.disable
     def kernel(*args, **kwargs):

@@ -279,7 +279,7 @@ def status_of(name, entry, timeout):
         return {**row, "status": rule[0], "reason": rule[1], "confirmed": True,
                 "error": first}
     # The latest device's error first: past the sm90 refusal, sm100 says what stops it there.
-    named = next((r for r in (reasons.reason(errors[k], eager, where[k], op=name)
+    named = next((r for r in (reasons.reason(errors[k], eager, where[k])
                               for k in reversed(list(errors))) if r), None)
     if named and all(k.endswith("(arguments)") for k in errors):
         named = f"making the call's arguments (its plan() on this machine): {named}"

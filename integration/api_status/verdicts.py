@@ -25,7 +25,22 @@ DATA_DEPENDENT = {
     "make_nvfp4_global_scale": "data-dependent branch: without a given scale it reduces the "
     "input's amax and branches on `amax == 0` on the host (nvfp4_quantization_utils.py); a "
     "server computes global scales at load or calibration time",
+    # sparse.py:185-191 (0.6.16-0.7.4): `for i in range(MB): out[indptr[i] * R * C : ...] =
+    # mask[indptr[i] : indptr[i + 1]]...`, called by BlockSparseAttentionWrapper.plan().
+    "convert_bsr_mask_layout": "data-dependent slicing: it copies the mask block row by block "
+    "row between bounds read from `indptr`'s values on the host (sparse.py: `mask[indptr[i] : "
+    "indptr[i + 1]]`), one host read per row; FlashInfer calls it from "
+    "BlockSparseAttentionWrapper.plan(), outside the forward",
+    # fp4_quantization.py (0.7.4 :2412-:2415): `k_gs_ret = (1.0 / k_global_sf).item()`, v's,
+    # returned; its signature's result holds two `float`s.
+    "nvfp4_quantize_paged_kv_cache": "host synchronisation: its declared result includes the "
+    "global scales as Python floats (`Tuple[..., float, float]`), read back from the device in "
+    "every call ((1.0 / k_global_sf).item() and v's; without given scales the caches' amax "
+    "too); an operator cannot return a host float, and a server quantizes a cache with it "
+    "outside the forward",
 }
+# Attention-sink wrappers' inherited deprecated forward(): no place for the sink tensor.
+SINK_WRAPPERS = re.compile(r"^Batch\w*AttentionSinkWrapper\.forward(_return_lse)?$")
 HOUSEKEEPING = {"reset_workspace_buffer", "workspace_size"}
 # Set-up a server does once, outside the compiled forward, with FlashInfer's words for it.
 SETUP = {
@@ -78,6 +93,13 @@ def verdict(name, entry):
     if owner is not None and _is_autograd(owner):
         return ("out of scope", "a torch.autograd.Function's method: autograd calls it, "
                 "through the public function that applies it")
+    if SINK_WRAPPERS.match(name):
+        return ("out of scope", "the attention-sink wrappers inherit FlashInfer's deprecated "
+                "forward() from the paged wrapper, which has no place for the sink tensor and "
+                "sm_scale the sink variant's JIT kernel reads: called as its signature allows "
+                "it crashes in paged_run on the H200 (segfault, "
+                "docs/gpu-run-2026-12-01-api-status-4), eagerly; the wrappers' run() is the "
+                "call (it has its own row, traced)")
     if method.startswith("supports_"):
         return ("out of scope", "a capability query (returns whether the op supports these "
                 "tensors), not an op: a server asks it once, outside any compiled forward")
