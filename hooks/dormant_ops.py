@@ -179,6 +179,23 @@ EXTRA_DECLARATIONS = [
     # caller's when given (hooks/op_corrections.py); fakes are hooks/op_fakes.py's.
     *(("flashinfer.gemm.gemm_base", name, f"flashinfer::{name}", (), None)
       for name in ("mm_bf16", "bmm_bf16", "mm_mxfp8", "tgv_gemm_sm100")),
+    # bmm_mxfp8 (0.6.16 on) checks for cuDNN (`CUDNN_AVAILABLE`) and builds cuDNN graphs or
+    # loads the SM120 CUTLASS module in its body; the grouped GEMMs for MoE (grouped_mm_bf16,
+    # _fp8, _mxfp8, _fp4; 0.6.16 on) check the cuDNN frontend's version (cudnn.backend_version,
+    # an import) and build and cache a cuDNN graph per shape (grouped_mm/cudnn/core.py), or
+    # launch 0.7.4's experimental Cake program (grouped_mm_bf16 backend="cake"). Each writes
+    # only `out` (its workspace is FlashInfer's per-stream scratch) and returns it, the caller's
+    # when given (hooks/op_corrections.py); fakes are hooks/op_fakes.py's.
+    ("flashinfer.gemm.gemm_base", "bmm_mxfp8", "flashinfer::bmm_mxfp8", (), None),
+    *(("flashinfer.grouped_mm.core", name, f"flashinfer::{name}", (), None)
+      for name in ("grouped_mm_bf16", "grouped_mm_fp8", "grouped_mm_mxfp8", "grouped_mm_fp4")),
+    # cudnn_frost_grouped_gemm1_swiglu (0.7.2 on): the public body runs FlashInfer's AutoTuner
+    # over cuDNN Frost's generated kernels (a lock, the tactic choice, imports) and launches
+    # the chosen one; it writes `out` (the caller's, or a fresh bfloat16 one) and the caller's
+    # `workspace`, and returns `out` (fused_moe/backends/cudnn_frost/bf16/runtime.py forward:
+    # `return inputs[5]`). Its `tactic: Any` is an int to the operator (hooks/op_narrowing.py).
+    ("flashinfer.fused_moe.cudnn_frost_selected", "cudnn_frost_grouped_gemm1_swiglu",
+     "flashinfer::cudnn_frost_grouped_gemm1_swiglu", ("workspace",), None),
     # The FP8/FP4 groupwise GEMMs (0.6.16 on) call their JIT module's function in the public
     # function's own body (no private function holds the call): `get_gemm_sm100_module()...`,
     # the trtllm-gen runner or a CuTe DSL / cuTile kernel, so the boundary is the public

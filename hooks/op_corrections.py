@@ -192,6 +192,17 @@ CORRECTIONS = {
     ("flashinfer.gemm.gemm_svdquant", "mm_nvfp4_svdquant"): {
         "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },
+    # dynafold's declarations of bmm_mxfp8, the grouped GEMMs and cuDNN Frost's GEMM1 + SwiGLU:
+    # each returns `out`, the caller's when given, else one it allocates.
+    ("flashinfer.gemm.gemm_base", "bmm_mxfp8"): {
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
+    },
+    **{("flashinfer.grouped_mm.core", name): {
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True}}
+       for name in ("grouped_mm_bf16", "grouped_mm_fp8", "grouped_mm_mxfp8", "grouped_mm_fp4")},
+    ("flashinfer.fused_moe.cudnn_frost_selected", "cudnn_frost_grouped_gemm1_swiglu"): {
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
+    },
     # dynafold's declaration of qsa_sparse_paged_attention (0.7.4): returns `out`, the caller's
     # when given, else empty_like(q) (sparse.py and both backends end `return out`).
     ("flashinfer.sparse", "qsa_sparse_paged_attention"): {

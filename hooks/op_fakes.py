@@ -339,6 +339,27 @@ def _top_k(values):
     return (input.new_empty((rows, k)), input.new_empty((rows, k), dtype=torch.int64))
 
 
+def _grouped_mm(values):
+    """The grouped GEMMs' fresh result (no `out`), as grouped_mm/cudnn/core.py allocates it on
+    every path (0.6.16-0.7.4): (cum_m, n) = (a.shape[0], b.shape[1]) of `out_dtype`."""
+    a, b = values["a"], values["b"]
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=values["out_dtype"])
+
+
+def _bmm_mxfp8(values):
+    """`bmm_mxfp8`'s fresh result (no `out`), as its body allocates it (0.6.16-0.7.4):
+    (A.shape[0], A.shape[1], B.shape[2]) of `dtype`."""
+    a, b = values["A"], values["B"]
+    return a.new_empty((a.shape[0], a.shape[1], b.shape[2]), dtype=values["dtype"])
+
+
+def _cudnn_frost_gemm1(values):
+    """cuDNN Frost GEMM1 + SwiGLU's fresh result (no `out`), as cudnn_frost_selected.py
+    allocates it (0.7.2-0.7.4): (grouped_tokens.shape[0], gate_weights.shape[1]) bfloat16."""
+    tokens, gate = values["grouped_tokens"], values["gate_weights"]
+    return tokens.new_empty((tokens.shape[0], gate.shape[1]), dtype=torch.bfloat16)
+
+
 def _qsa_sparse_paged_attention(values):
     """`qsa_sparse_paged_attention`'s fresh result (no `out`): torch.empty_like(q), on both
     backends (experimental/qsa_nvfp4/backend.py, cake_qsa_nvfp4/cake_backend.py)."""
@@ -495,6 +516,13 @@ BY_NAME = {
     "flashinfer::per_token_group_quant_8bit_cuda": (
         _per_token_group_quant_8bit_cuda,
         ("x", "group_size", "dst_dtype", "column_major_scales", "scale_tma_aligned")),
+    # dynafold's own declarations (hooks/dormant_ops.py) of bmm_mxfp8, the grouped GEMMs and
+    # cuDNN Frost's GEMM1 + SwiGLU, called without `out`.
+    "flashinfer::bmm_mxfp8": (_bmm_mxfp8, ("A", "B", "dtype")),
+    **{f"flashinfer::{name}": (_grouped_mm, ("a", "b", "out_dtype"))
+       for name in ("grouped_mm_bf16", "grouped_mm_fp8", "grouped_mm_mxfp8", "grouped_mm_fp4")},
+    "flashinfer::cudnn_frost_grouped_gemm1_swiglu": (
+        _cudnn_frost_gemm1, ("grouped_tokens", "gate_weights")),
     # dynafold's own declarations (hooks/dormant_ops.py) of 0.7.4's QSA attention.
     "flashinfer::qsa_sparse_paged_attention": (_qsa_sparse_paged_attention, ("q",)),
     "flashinfer::qsa_forward": (_qsa_forward, ("q",)),

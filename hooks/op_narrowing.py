@@ -56,6 +56,10 @@ def _fits_a_tensor(value):
     return isinstance(value, torch.Tensor)
 
 
+def _fits_an_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _any_hint(hint):
     return True
 
@@ -114,6 +118,10 @@ NARROWED = {
     **{name: Rule(torch.Tensor, _fits_a_tensor, applies=lambda hint: is_union(hint))
        for name in ("gemm1_weights", "gemm2_weights", "gemm1_weights_scale",
                     "gemm2_weights_scale")},
+    # An autotuner tactic typed `Any` (0.7.x cudnn_frost_grouped_gemm1_swiglu): an int to the
+    # operator (-1, the heuristic's choice, is what serving code passes); any other tactic
+    # object is traced as shipped.
+    "tactic": Rule(int, _fits_an_int, applies=lambda hint: hint is typing.Any),
     # The POD kernels' prefill and decode plans (dynafold's declarations,
     # hooks/attention_plans.py), the same.
     **{f"plan_info_vec_{part}": Rule(torch.Tensor, _fits_a_tensor, applies=_is_int_list,

@@ -102,13 +102,18 @@ JIT_CALLS = ["_dynafold_attention_plans:" + name for name in (
     "mla_run", "holistic_run", "pod_run", "batch_pod_run")]
 # 0.7.x's KDA decode steps (data_ptr() checks, CuTe DSL or Cake launches in the public body).
 KDA = ["flashinfer.kda_decode:fused_kda_decode", "flashinfer.kda_decode:packed_kda_decode"]
+# The cuDNN GEMMs: bmm_mxfp8 and the grouped GEMMs for MoE (graph build and cache in the body).
+CUDNN_GEMMS = ["flashinfer.gemm.gemm_base:bmm_mxfp8"] + [
+    "flashinfer.grouped_mm.core:" + name for name in (
+        "grouped_mm_bf16", "grouped_mm_fp8", "grouped_mm_mxfp8", "grouped_mm_fp4")]
 # Both sweep releases have these; 0.7.4 the rest.
-BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + JIT_CALLS
+BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + JIT_CALLS + CUDNN_GEMMS
 # 0.7.4's QSA attention: the experimental sparse paged one (backend choice, data_ptr()
 # checks) and the cuDNN ones (the frontend's import).
 QSA = ["flashinfer.sparse:qsa_sparse_paged_attention", "flashinfer.qsa:qsa_forward",
        "flashinfer.qsa:qsa_indexed_forward"]
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + QSA + [
+    "flashinfer.fused_moe.cudnn_frost_selected:cudnn_frost_grouped_gemm1_swiglu",
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
