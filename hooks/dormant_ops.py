@@ -327,6 +327,15 @@ EXTRA_DECLARATIONS = [
     # its results fresh (hooks/op_fakes.py, from the docstrings' shapes).
     ("flashinfer.qsa", "qsa_forward", "flashinfer::qsa_forward", (), None),
     ("flashinfer.qsa", "qsa_indexed_forward", "flashinfer::qsa_indexed_forward", (), None),
+    # chunk_gated_delta_rule2 (GDN-2 prefill, 0.7.2 on; SM100): the public function calls
+    # cuDNN's fused linear-attention engine (flashinfer/cudnn/linear_attention.py: the
+    # frontend's check, a graph built and cached per shape, launched on the raw stream). Woken
+    # for the call that keeps the final state in new buffers (hooks/op_corrections.py
+    # `fresh_only`): with no output, output_state or state pool the engine writes only the
+    # output and final state it allocates; initial_state is read (written only with a state
+    # pool, `overwrite`). The fake is hooks/op_fakes.py's.
+    ("flashinfer.gdn2_prefill", "chunk_gated_delta_rule2",
+     "flashinfer::chunk_gated_delta_rule2", (), None),
     # BatchMLAPagedAttentionWrapper.run (SGLang's flashinfer_mla backend; FA2/FA3) calls its
     # JIT module's tvm_ffi `run` itself, outside any declared op (0.6.16 mla/_core.py:1942,
     # 0.7.2 mla/_batch_mla/_backends/_fa_common.py:762, 0.7.4 :777). Under compile that

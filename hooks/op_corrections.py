@@ -203,6 +203,14 @@ CORRECTIONS = {
     ("flashinfer.fused_moe.cudnn_frost_selected", "cudnn_frost_grouped_gemm1_swiglu"): {
         "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },
+    # dynafold's declaration of chunk_gated_delta_rule2 (0.7.2 on): (output, final_state), both
+    # allocated when output and output_state are not given (cudnn/linear_attention.py
+    # cudnn_chunk_gated_delta_rule2, _state_out). A state pool (0.7.4 state_indices) needs an
+    # explicit output_state when the final state is kept, so it is never such a call.
+    ("flashinfer.gdn2_prefill", "chunk_gated_delta_rule2"): {
+        "fresh_only": {"when": {"output": None, "output_state": None,
+                                "output_final_state": True}, "results": 2},
+    },
     # dynafold's declaration of qsa_sparse_paged_attention (0.7.4): returns `out`, the caller's
     # when given, else empty_like(q) (sparse.py and both backends end `return out`).
     ("flashinfer.sparse", "qsa_sparse_paged_attention"): {

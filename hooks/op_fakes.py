@@ -360,6 +360,20 @@ def _cudnn_frost_gemm1(values):
     return tokens.new_empty((tokens.shape[0], gate.shape[1]), dtype=torch.bfloat16)
 
 
+def _chunk_gated_delta_rule2(values):
+    """GDN-2 prefill's fresh (output, final_state), as cudnn_chunk_gated_delta_rule2 allocates
+    them (0.7.2-0.7.4): output (total, H, V) of q's dtype, H = max(q heads, v heads); final
+    state (sequences, H, V, K) of initial_state's dtype, float32 without one (_state_out)."""
+    q, v, cu = values["q"], values["v"], values["cu_seqlens"]
+    initial = values.get("initial_state")
+    total, heads, head_dim = q.shape
+    heads = max(heads, v.shape[1])
+    v_dim = v.shape[2]
+    dtype = torch.float32 if initial is None else initial.dtype
+    return (q.new_empty((total, heads, v_dim)),
+            q.new_empty((cu.shape[0] - 1, heads, v_dim, head_dim), dtype=dtype))
+
+
 def _qsa_sparse_paged_attention(values):
     """`qsa_sparse_paged_attention`'s fresh result (no `out`): torch.empty_like(q), on both
     backends (experimental/qsa_nvfp4/backend.py, cake_qsa_nvfp4/cake_backend.py)."""
@@ -523,6 +537,8 @@ BY_NAME = {
        for name in ("grouped_mm_bf16", "grouped_mm_fp8", "grouped_mm_mxfp8", "grouped_mm_fp4")},
     "flashinfer::cudnn_frost_grouped_gemm1_swiglu": (
         _cudnn_frost_gemm1, ("grouped_tokens", "gate_weights")),
+    "flashinfer::chunk_gated_delta_rule2": (
+        _chunk_gated_delta_rule2, ("q", "v", "cu_seqlens", "initial_state")),
     # dynafold's own declarations (hooks/dormant_ops.py) of 0.7.4's QSA attention.
     "flashinfer::qsa_sparse_paged_attention": (_qsa_sparse_paged_attention, ("q",)),
     "flashinfer::qsa_forward": (_qsa_forward, ("q",)),

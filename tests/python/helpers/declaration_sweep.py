@@ -184,6 +184,9 @@ def _lenient(fake):
 # --- arguments ------------------------------------------------------------------------------
 
 SHAPES = [(4, 64), (4, 4, 64), (2, 4, 4, 64), (64,)]
+# Optional tensors some kernels require (the chunked linear-attention prefills raise without
+# `cu_seqlens`): given, as callers give them.
+REQUIRED_OPTIONALS = {"cu_seqlens"}
 
 
 def _value(name, hint, shape, writes):
@@ -253,7 +256,8 @@ def arguments(fn, row, fake, keep_result):
                 continue
             hint = hints.get(p.name, p.annotation)
             if p.default is not p.empty and (not _may_be_tensor(hint) or (
-                    p.default is None and p.name not in row["writes"])):
+                    p.default is None and p.name not in row["writes"]
+                    and p.name not in REQUIRED_OPTIONALS)):
                 # As callers call it; an optional buffer the kernel writes is given, to see
                 # the write (single decode's `maybe_lse`).
                 values[p.name] = p.default
