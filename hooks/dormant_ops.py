@@ -336,6 +336,11 @@ EXTRA_DECLARATIONS = [
     # pool, `overwrite`). The fake is hooks/op_fakes.py's.
     ("flashinfer.gdn2_prefill", "chunk_gated_delta_rule2",
      "flashinfer::chunk_gated_delta_rule2", (), None),
+    # chunk_gated_delta_product (GDP prefill, 0.7.2 on) reaches the same cuDNN engine with
+    # backend="auto" (0.7.4's "cake" backend reads cu_seqlens on the host and has its own
+    # buffers: a call naming it is traced as shipped), woken for the same call.
+    ("flashinfer.gdp_prefill", "chunk_gated_delta_product",
+     "flashinfer::chunk_gated_delta_product", (), None),
     # BatchMLAPagedAttentionWrapper.run (SGLang's flashinfer_mla backend; FA2/FA3) calls its
     # JIT module's tvm_ffi `run` itself, outside any declared op (0.6.16 mla/_core.py:1942,
     # 0.7.2 mla/_batch_mla/_backends/_fa_common.py:762, 0.7.4 :777). Under compile that

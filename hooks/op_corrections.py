@@ -31,7 +31,7 @@ Fields (each optional):
   that returns the n fresh tensors and writes nothing of the caller's (with no buffer given
   there is none to write); a call that gives one is traced as FlashInfer ships it
   (hooks/op_narrowing.py, `fresh_result`). `when` may also hold True/False for a flag the
-  fresh result depends on; with form "list" the declared result is a list of the n fresh
+  fresh result depends on, or the backend name whose path it describes; with form "list" the declared result is a list of the n fresh
   tensors, which the operator returns as a tensor or tuple and what Dynamo calls makes a list
   again.
 - `variadic`: True for a JIT run function ending in `*args` (a JIT variant's additional
@@ -210,6 +210,12 @@ CORRECTIONS = {
     ("flashinfer.gdn2_prefill", "chunk_gated_delta_rule2"): {
         "fresh_only": {"when": {"output": None, "output_state": None,
                                 "output_final_state": True}, "results": 2},
+    },
+    # dynafold's declaration of chunk_gated_delta_product (0.7.2 on): the same, through
+    # cudnn_chunk_gated_delta_product, for backend "auto" (0.7.4; 0.7.2 has only cuDNN).
+    ("flashinfer.gdp_prefill", "chunk_gated_delta_product"): {
+        "fresh_only": {"when": {"output": None, "output_state": None,
+                                "output_final_state": True, "backend": "auto"}, "results": 2},
     },
     # dynafold's declaration of qsa_sparse_paged_attention (0.7.4): returns `out`, the caller's
     # when given, else empty_like(q) (sparse.py and both backends end `return out`).

@@ -539,6 +539,9 @@ BY_NAME = {
         _cudnn_frost_gemm1, ("grouped_tokens", "gate_weights")),
     "flashinfer::chunk_gated_delta_rule2": (
         _chunk_gated_delta_rule2, ("q", "v", "cu_seqlens", "initial_state")),
+    # cudnn_chunk_gated_delta_product allocates the same (its k and v on the sub-token rows).
+    "flashinfer::chunk_gated_delta_product": (
+        _chunk_gated_delta_rule2, ("q", "v", "cu_seqlens", "initial_state")),
     # dynafold's own declarations (hooks/dormant_ops.py) of 0.7.4's QSA attention.
     "flashinfer::qsa_sparse_paged_attention": (_qsa_sparse_paged_attention, ("q",)),
     "flashinfer::qsa_forward": (_qsa_forward, ("q",)),

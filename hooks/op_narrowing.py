@@ -231,13 +231,18 @@ def _as_enum(enum_class):
 
 
 def _fits(value):
-    """A check that a parameter's value is exactly `value` (a constant: True, False, None)."""
+    """A check that a parameter's value is exactly `value` (a constant: True, False, None, or a
+    backend name)."""
     if value is None:
         return _fits_none
     if value is False:
         return _fits_false
     if value is True:
         return _fits_true
+    if isinstance(value, str):
+        def fits_name(given):
+            return isinstance(given, str) and given == value
+        return fits_name
     raise ValueError(f"no check for {value!r}")
 
 

@@ -114,7 +114,7 @@ QSA = ["flashinfer.sparse:qsa_sparse_paged_attention", "flashinfer.qsa:qsa_forwa
        "flashinfer.qsa:qsa_indexed_forward"]
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + QSA + [
     "flashinfer.fused_moe.cudnn_frost_selected:cudnn_frost_grouped_gemm1_swiglu",
-    "flashinfer.gdn2_prefill:chunk_gated_delta_rule2",
+    "flashinfer.gdn2_prefill:chunk_gated_delta_rule2", "flashinfer.gdp_prefill:chunk_gated_delta_product",
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
