@@ -292,6 +292,13 @@ EXTRA_DECLARATIONS = [
     # `fresh_only`; its fake is hooks/op_fakes.py's).
     ("flashinfer.kda_decode", "packed_kda_decode", "flashinfer::packed_kda_decode",
      ("state",), None),
+    # fmha_v2_prefill_sm120 and fmha_v2_prefill_deepseek (0.7.2 on, SM120/SM121) ->
+    # prefill._fmha_v2_prefill_sm120_run: its scale checks, the JIT loader and
+    # `module.run(...)`, no op declared. The kernel writes `out` and, when given, `lse`
+    # (zeroed first), both the caller's; the result is `out` itself (hooks/op_corrections.py
+    # `result_is_given`, for the call without return_lse).
+    ("flashinfer.prefill", "_fmha_v2_prefill_sm120_run",
+     "flashinfer::fmha_v2_prefill_sm120_run", ("out", "lse"), None),
     # BatchMLAPagedAttentionWrapper.run (SGLang's flashinfer_mla backend; FA2/FA3) calls its
     # JIT module's tvm_ffi `run` itself, outside any declared op (0.6.16 mla/_core.py:1942,
     # 0.7.2 mla/_batch_mla/_backends/_fa_common.py:762, 0.7.4 :777). Under compile that

@@ -254,6 +254,13 @@ CORRECTIONS = {
     ("flashinfer.kda_decode", "packed_kda_decode"): {
         "fresh_only": {"when": {"output": None}, "results": 1},
     },
+    # dynafold's declaration of the SM120 fmha_v2 runner (hooks/dormant_ops.py): returns
+    # `out`, the caller's (required), or `(out, lse)` with return_lse; the kernel writes `out`
+    # and `lse` (csrc/trtllm_fmha_v2_binding.cu TRTLLMFMHAv2Run), both declared mutable.
+    ("flashinfer.prefill", "_fmha_v2_prefill_sm120_run"): {
+        "result_is_given": {"argument": "out", "form": "itself",
+                            "when": {"return_lse": False}},
+    },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",
     },
