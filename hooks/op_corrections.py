@@ -261,6 +261,22 @@ CORRECTIONS = {
         "result_is_given": {"argument": "out", "form": "itself",
                             "when": {"return_lse": False}},
     },
+    # dynafold's declaration of trtllm_sage_attention_quantize (hooks/dormant_ops.py): the
+    # kernel writes only the tensors the body allocates (csrc/trtllm_sage_quant.cu); six fresh
+    # results without smooth_k, seven with it (k_mean appended).
+    ("flashinfer.prefill", "trtllm_sage_attention_quantize"): {
+        "fresh_only": {"when": {"smooth_k": False}, "results": 6},
+    },
+    # dynafold's declarations of the SM120 NVFP4 attention functions (hooks/dormant_ops.py):
+    # quantize_qkv's seven results are all allocated in its body; fwd's kernel writes only
+    # `out` and `lse` (csrc/nvfp4_attention_sm120/nvfp4_attention_sm120_binding.cu fwd), the
+    # caller's when given, else allocated, and returns both with return_lse (its default).
+    ("flashinfer.nvfp4_attention_sm120", "nvfp4_attention_sm120_quantize_qkv"): {
+        "fresh_only": {"when": {}, "results": 7},
+    },
+    ("flashinfer.nvfp4_attention_sm120", "nvfp4_attention_sm120_fwd"): {
+        "fresh_only": {"when": {"out": None, "lse": None, "return_lse": True}, "results": 2},
+    },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",
     },

@@ -102,10 +102,16 @@ JIT_CALLS = ["_dynafold_attention_plans:" + name for name in (
     "mla_run", "holistic_run", "pod_run", "batch_pod_run")]
 # 0.7.x's KDA decode steps (data_ptr() checks, CuTe DSL or Cake launches in the public body).
 KDA = ["flashinfer.kda_decode:fused_kda_decode", "flashinfer.kda_decode:packed_kda_decode"]
-# The SM120 fmha_v2 runner (0.7.x) behind fmha_v2_prefill_sm120 and fmha_v2_prefill_deepseek.
-ATTN_JIT = ["flashinfer.prefill:_fmha_v2_prefill_sm120_run"]
+# The attention entry points whose public (or runner) function calls its JIT module's tvm_ffi
+# function outside any declared op: SM120 NVFP4 attention's quantizer (every release), its
+# forward, the Sage quantizer and the SM120 fmha_v2 runner (0.7.x: 0.6.16 lacks the runner,
+# and the flags their woken calls are keyed on).
+NVFP4_ATTN = ["flashinfer.nvfp4_attention_sm120:nvfp4_attention_sm120_quantize_qkv"]
+ATTN_JIT = ["flashinfer.nvfp4_attention_sm120:nvfp4_attention_sm120_fwd",
+            "flashinfer.prefill:trtllm_sage_attention_quantize",
+            "flashinfer.prefill:_fmha_v2_prefill_sm120_run"]
 # Both sweep releases have these; 0.7.4 the rest.
-BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + JIT_CALLS
+BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + JIT_CALLS + NVFP4_ATTN
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + ATTN_JIT + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
