@@ -318,6 +318,14 @@ EXTRA_DECLARATIONS = [
      "flashinfer::nvfp4_attention_sm120_quantize_qkv", (), None),
     ("flashinfer.nvfp4_attention_sm120", "nvfp4_attention_sm120_fwd",
      "flashinfer::nvfp4_attention_sm120_fwd", (), None),
+    # fp8_paged_mqa_logits and fp4_paged_mqa_logits (0.7.x attn_scores, DeepSeek-V3.2's
+    # indexer): the public bodies compile their CuTe DSL kernels at call time (the compile
+    # cache hashes the kernel's sources) and launch them, no op declared. The kernel writes
+    # only the logits buffer (its aligned padding too); woken for the call that gives no `out`,
+    # whose result is a [:, :max_seq_len] view of a fresh (rows, 256-aligned) buffer
+    # (hooks/op_corrections.py `fresh_only`; fakes hooks/op_fakes.py's, with that stride).
+    *[("flashinfer.attn_scores.attn_scores", name, f"flashinfer::{name}", (), None)
+      for name in ("fp8_paged_mqa_logits", "fp4_paged_mqa_logits")],
     # BatchMLAPagedAttentionWrapper.run (SGLang's flashinfer_mla backend; FA2/FA3) calls its
     # JIT module's tvm_ffi `run` itself, outside any declared op (0.6.16 mla/_core.py:1942,
     # 0.7.2 mla/_batch_mla/_backends/_fa_common.py:762, 0.7.4 :777). Under compile that

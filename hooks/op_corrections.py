@@ -277,6 +277,12 @@ CORRECTIONS = {
     ("flashinfer.nvfp4_attention_sm120", "nvfp4_attention_sm120_fwd"): {
         "fresh_only": {"when": {"out": None, "lse": None, "return_lse": True}, "results": 2},
     },
+    # dynafold's declarations of the paged MQA logits functions (hooks/dormant_ops.py): the
+    # CuTe DSL kernel writes only the logits, a view of the caller's `out` when given, else of
+    # a buffer the body allocates (attn_scores/attn_scores.py).
+    **{("flashinfer.attn_scores.attn_scores", name): {
+        "fresh_only": {"when": {"out": None}, "results": 1}}
+       for name in ("fp8_paged_mqa_logits", "fp4_paged_mqa_logits")},
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",
     },

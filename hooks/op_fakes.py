@@ -297,6 +297,18 @@ def _nvfp4_attention_sm120_fwd(values):
             q.new_empty((b, hq, m), dtype=torch.float32))
 
 
+def _paged_mqa_logits(values):
+    """`fp8_paged_mqa_logits` / `fp4_paged_mqa_logits` with no `out` (0.7.x
+    attn_scores/attn_scores.py): `torch.empty((B * next_n, padded), output_dtype)[:,
+    :max_seq_len]`, padded = max_seq_len rounded up to _SPLIT_KV (256): a view whose row
+    stride is the padded width."""
+    q = values["q"]
+    rows = q.shape[0] * q.shape[1]
+    max_seq_len = values["max_seq_len"]
+    padded = (max_seq_len + 255) // 256 * 256
+    return q.new_empty((rows, padded), dtype=values["output_dtype"])[:, :max_seq_len]
+
+
 def _fused_rmsnorm_silu(values):
     """`fused_rmsnorm_silu`'s result with no `out` (nor `block_scale`) given, the only call
     woken: the function's `torch.empty_like(input)`, bfloat16 like the input it requires."""
@@ -519,6 +531,9 @@ BY_NAME = {
     "flashinfer::nvfp4_attention_sm120_quantize_qkv": (
         _nvfp4_attention_sm120_quantize_qkv, ("q", "k", "per_block_mean")),
     "flashinfer::nvfp4_attention_sm120_fwd": (_nvfp4_attention_sm120_fwd, ("q_fp4", "out_dtype")),
+    # dynafold's own declarations of the paged MQA logits functions, called without `out`.
+    **{f"flashinfer::{name}": (_paged_mqa_logits, ("q", "max_seq_len", "output_dtype"))
+       for name in ("fp8_paged_mqa_logits", "fp4_paged_mqa_logits")},
     "flashinfer::packed_kda_decode": (_packed_kda_decode, ("mixed_qkv",)),
     # dynafold's own declarations of the fused diffusion norms (hooks/dormant_ops.py), woken
     # for the call that gives no output buffer (hooks/op_corrections.py `fresh_only`).

@@ -105,11 +105,14 @@ KDA = ["flashinfer.kda_decode:fused_kda_decode", "flashinfer.kda_decode:packed_k
 # The attention entry points whose public (or runner) function calls its JIT module's tvm_ffi
 # function outside any declared op: SM120 NVFP4 attention's quantizer (every release), its
 # forward, the Sage quantizer and the SM120 fmha_v2 runner (0.7.x: 0.6.16 lacks the runner,
-# and the flags their woken calls are keyed on).
+# and the flags their woken calls are keyed on); 0.7.x's paged MQA logits (CuTe DSL kernels
+# compiled in the public body; the module imports without `cutlass`).
 NVFP4_ATTN = ["flashinfer.nvfp4_attention_sm120:nvfp4_attention_sm120_quantize_qkv"]
 ATTN_JIT = ["flashinfer.nvfp4_attention_sm120:nvfp4_attention_sm120_fwd",
             "flashinfer.prefill:trtllm_sage_attention_quantize",
-            "flashinfer.prefill:_fmha_v2_prefill_sm120_run"]
+            "flashinfer.prefill:_fmha_v2_prefill_sm120_run"] + [
+    "flashinfer.attn_scores.attn_scores:" + name
+    for name in ("fp8_paged_mqa_logits", "fp4_paged_mqa_logits")]
 # Both sweep releases have these; 0.7.4 the rest.
 BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + JIT_CALLS + NVFP4_ATTN
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + ATTN_JIT + [
