@@ -341,6 +341,40 @@ EXTRA_DECLARATIONS = [
     # buffers: a call naming it is traced as shipped), woken for the same call.
     ("flashinfer.gdp_prefill", "chunk_gated_delta_product",
      "flashinfer::chunk_gated_delta_product", (), None),
+    # fmha_v2_prefill_sm120 and fmha_v2_prefill_deepseek (0.7.2 on, SM120/SM121) ->
+    # prefill._fmha_v2_prefill_sm120_run: its scale checks, the JIT loader and
+    # `module.run(...)`, no op declared. The kernel writes `out` and, when given, `lse`
+    # (zeroed first), both the caller's; the result is `out` itself (hooks/op_corrections.py
+    # `result_is_given`, for the call without return_lse).
+    ("flashinfer.prefill", "_fmha_v2_prefill_sm120_run",
+     "flashinfer::fmha_v2_prefill_sm120_run", ("out", "lse"), None),
+    # trtllm_sage_attention_quantize (0.6.16 on; woken 0.7.x) calls its JIT module's tvm_ffi
+    # function in the public body (`get_trtllm_gen_fmha_module().trtllm_sage_attention_quantize`),
+    # no op declared. The kernel writes only the six (seven with smooth_k) tensors the body
+    # allocates (csrc/trtllm_sage_quant.cu); woken for the call without smooth_k, whose six
+    # results are fresh (hooks/op_corrections.py `fresh_only`; 0.6.16 has no `smooth_k`, so its
+    # call stays as shipped), fake hooks/op_fakes.py's.
+    ("flashinfer.prefill", "trtllm_sage_attention_quantize",
+     "flashinfer::trtllm_sage_attention_quantize", (), None),
+    # nvfp4_attention_sm120.py (0.6.16 on, SM120/SM121): both public functions call their JIT
+    # module's tvm_ffi functions in their own bodies, no op declared. quantize_qkv centres and
+    # pads Q/K/V (torch ops), allocates its seven results and runs the three scaled_fp4_quant
+    # kernels on them: every result fresh, nothing of the caller's written. fwd writes `out`
+    # and `lse` (allocated unless given); woken for the call that gives neither and returns
+    # both (0.7.x `return_lse`, its default; 0.6.16's fwd has no `return_lse`, so its call
+    # stays as shipped). Fakes: hooks/op_fakes.py.
+    ("flashinfer.nvfp4_attention_sm120", "nvfp4_attention_sm120_quantize_qkv",
+     "flashinfer::nvfp4_attention_sm120_quantize_qkv", (), None),
+    ("flashinfer.nvfp4_attention_sm120", "nvfp4_attention_sm120_fwd",
+     "flashinfer::nvfp4_attention_sm120_fwd", (), None),
+    # fp8_paged_mqa_logits and fp4_paged_mqa_logits (0.7.x attn_scores, DeepSeek-V3.2's
+    # indexer): the public bodies compile their CuTe DSL kernels at call time (the compile
+    # cache hashes the kernel's sources) and launch them, no op declared. The kernel writes
+    # only the logits buffer (its aligned padding too); woken for the call that gives no `out`,
+    # whose result is a [:, :max_seq_len] view of a fresh (rows, 256-aligned) buffer
+    # (hooks/op_corrections.py `fresh_only`; fakes hooks/op_fakes.py's, with that stride).
+    *[("flashinfer.attn_scores.attn_scores", name, f"flashinfer::{name}", (), None)
+      for name in ("fp8_paged_mqa_logits", "fp4_paged_mqa_logits")],
     # BatchMLAPagedAttentionWrapper.run (SGLang's flashinfer_mla backend; FA2/FA3) calls its
     # JIT module's tvm_ffi `run` itself, outside any declared op (0.6.16 mla/_core.py:1942,
     # 0.7.2 mla/_batch_mla/_backends/_fa_common.py:762, 0.7.4 :777). Under compile that

@@ -287,6 +287,35 @@ CORRECTIONS = {
     ("flashinfer.kda_decode", "packed_kda_decode"): {
         "fresh_only": {"when": {"output": None}, "results": 1},
     },
+    # dynafold's declaration of the SM120 fmha_v2 runner (hooks/dormant_ops.py): returns
+    # `out`, the caller's (required), or `(out, lse)` with return_lse; the kernel writes `out`
+    # and `lse` (csrc/trtllm_fmha_v2_binding.cu TRTLLMFMHAv2Run), both declared mutable.
+    ("flashinfer.prefill", "_fmha_v2_prefill_sm120_run"): {
+        "result_is_given": {"argument": "out", "form": "itself",
+                            "when": {"return_lse": False}},
+    },
+    # dynafold's declaration of trtllm_sage_attention_quantize (hooks/dormant_ops.py): the
+    # kernel writes only the tensors the body allocates (csrc/trtllm_sage_quant.cu); six fresh
+    # results without smooth_k, seven with it (k_mean appended).
+    ("flashinfer.prefill", "trtllm_sage_attention_quantize"): {
+        "fresh_only": {"when": {"smooth_k": False}, "results": 6},
+    },
+    # dynafold's declarations of the SM120 NVFP4 attention functions (hooks/dormant_ops.py):
+    # quantize_qkv's seven results are all allocated in its body; fwd's kernel writes only
+    # `out` and `lse` (csrc/nvfp4_attention_sm120/nvfp4_attention_sm120_binding.cu fwd), the
+    # caller's when given, else allocated, and returns both with return_lse (its default).
+    ("flashinfer.nvfp4_attention_sm120", "nvfp4_attention_sm120_quantize_qkv"): {
+        "fresh_only": {"when": {}, "results": 7},
+    },
+    ("flashinfer.nvfp4_attention_sm120", "nvfp4_attention_sm120_fwd"): {
+        "fresh_only": {"when": {"out": None, "lse": None, "return_lse": True}, "results": 2},
+    },
+    # dynafold's declarations of the paged MQA logits functions (hooks/dormant_ops.py): the
+    # CuTe DSL kernel writes only the logits, a view of the caller's `out` when given, else of
+    # a buffer the body allocates (attn_scores/attn_scores.py).
+    **{("flashinfer.attn_scores.attn_scores", name): {
+        "fresh_only": {"when": {"out": None}, "results": 1}}
+       for name in ("fp8_paged_mqa_logits", "fp4_paged_mqa_logits")},
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",
     },

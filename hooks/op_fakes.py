@@ -246,6 +246,69 @@ def _packed_kda_decode(values):
     return mixed_qkv.new_empty((mixed_qkv.shape[0], 1, 12, 128))
 
 
+def _trtllm_sage_attention_quantize(values):
+    """`trtllm_sage_attention_quantize` without smooth_k, the only call woken (0.7.x
+    prefill.py): q/k quantized like `query`/`key` in `qk_quant_dtype`, v in float8_e4m3fn;
+    float32 scales (heads, ceil(tokens / block) + batch - 1) for Q and K, (heads, head_dim)
+    for V, batch from `cum_seq_lens_q` (1 when it is None)."""
+    query, key, value = values["query"], values["key"], values["value"]
+    cum = values["cum_seq_lens_q"]
+    batch = 1 if cum is None else cum.numel() - 1
+    dtype = values["qk_quant_dtype"]
+    qb, kb = values["q_block_size"], values["k_block_size"]
+    f32 = torch.float32
+    return (query.new_empty(query.shape, dtype=dtype), key.new_empty(key.shape, dtype=dtype),
+            value.new_empty(value.shape, dtype=torch.float8_e4m3fn),
+            query.new_empty((query.shape[1], (query.shape[0] + qb - 1) // qb + batch - 1),
+                            dtype=f32),
+            query.new_empty((key.shape[1], (key.shape[0] + kb - 1) // kb + batch - 1),
+                            dtype=f32),
+            query.new_empty((value.shape[1], value.shape[2]), dtype=f32))
+
+
+def _nvfp4_attention_sm120_quantize_qkv(values):
+    """`nvfp4_attention_sm120_quantize_qkv`'s seven fresh results (0.6.16-0.7.4
+    nvfp4_attention_sm120.py): Q padded to M_pad = round_up(M, 128), K/V to N_pad; packed FP4
+    values (uint8, head_dim / 2 wide; V transposed), float8_e4m3fn scales (head_dim / 16; V's
+    transposed, N_pad / 16 wide) and the float32 QK correction [B, Hq, M_pad / 128 (1 without
+    per_block_mean), N_pad]."""
+    q, k = values["q"], values["k"]
+    b, hq, m, d = q.shape
+    hk, n = k.shape[1], k.shape[2]
+    m_pad, n_pad = _round_up(m, 128), _round_up(n, 128)
+    groups = m_pad // 128 if values["per_block_mean"] else 1
+    u8, f8 = torch.uint8, torch.float8_e4m3fn
+    return (q.new_empty((b, hq, m_pad, d // 2), dtype=u8),
+            q.new_empty((b, hk, n_pad, d // 2), dtype=u8),
+            q.new_empty((b, hk, d, n_pad // 2), dtype=u8),
+            q.new_empty((b, hq, m_pad, d // 16), dtype=f8),
+            q.new_empty((b, hk, n_pad, d // 16), dtype=f8),
+            q.new_empty((b, hk, d, n_pad // 16), dtype=f8),
+            q.new_empty((b, hq, groups, n_pad), dtype=torch.float32))
+
+
+def _nvfp4_attention_sm120_fwd(values):
+    """`nvfp4_attention_sm120_fwd` with neither `out` nor `lse` given and return_lse (0.7.x):
+    `out` (B, Hq, M_pad, head_dim) in `out_dtype`, head_dim twice `q_fp4`'s packed width, and
+    `lse` (B, Hq, M_pad) float32."""
+    q = values["q_fp4"]
+    b, hq, m, half = q.shape
+    return (q.new_empty((b, hq, m, half * 2), dtype=values["out_dtype"]),
+            q.new_empty((b, hq, m), dtype=torch.float32))
+
+
+def _paged_mqa_logits(values):
+    """`fp8_paged_mqa_logits` / `fp4_paged_mqa_logits` with no `out` (0.7.x
+    attn_scores/attn_scores.py): `torch.empty((B * next_n, padded), output_dtype)[:,
+    :max_seq_len]`, padded = max_seq_len rounded up to _SPLIT_KV (256): a view whose row
+    stride is the padded width."""
+    q = values["q"]
+    rows = q.shape[0] * q.shape[1]
+    max_seq_len = values["max_seq_len"]
+    padded = (max_seq_len + 255) // 256 * 256
+    return q.new_empty((rows, padded), dtype=values["output_dtype"])[:, :max_seq_len]
+
+
 def _fused_rmsnorm_silu(values):
     """`fused_rmsnorm_silu`'s result with no `out` (nor `block_scale`) given, the only call
     woken: the function's `torch.empty_like(input)`, bfloat16 like the input it requires."""
@@ -509,6 +572,19 @@ BY_NAME = {
     # dynafold's own declaration of fused_kda_decode (hooks/dormant_ops.py), woken for the
     # call that gives no `output` (hooks/op_corrections.py `fresh_only`).
     "flashinfer::fused_kda_decode": (_fused_kda_decode, ("x",)),
+    # dynafold's own declarations (hooks/dormant_ops.py) of the Sage quantizer and the SM120
+    # NVFP4 attention functions, woken for the calls whose results are all fresh
+    # (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::trtllm_sage_attention_quantize": (
+        _trtllm_sage_attention_quantize,
+        ("query", "key", "value", "q_block_size", "k_block_size", "qk_quant_dtype",
+         "cum_seq_lens_q")),
+    "flashinfer::nvfp4_attention_sm120_quantize_qkv": (
+        _nvfp4_attention_sm120_quantize_qkv, ("q", "k", "per_block_mean")),
+    "flashinfer::nvfp4_attention_sm120_fwd": (_nvfp4_attention_sm120_fwd, ("q_fp4", "out_dtype")),
+    # dynafold's own declarations of the paged MQA logits functions, called without `out`.
+    **{f"flashinfer::{name}": (_paged_mqa_logits, ("q", "max_seq_len", "output_dtype"))
+       for name in ("fp8_paged_mqa_logits", "fp4_paged_mqa_logits")},
     "flashinfer::packed_kda_decode": (_packed_kda_decode, ("mixed_qkv",)),
     # dynafold's own declarations of the fused diffusion norms (hooks/dormant_ops.py), woken
     # for the call that gives no output buffer (hooks/op_corrections.py `fresh_only`).

@@ -230,11 +230,27 @@ def _by_frames(error, frame_list):
     return None
 
 
-def reason(error, eager=(), frames=()):
+# Ops whose JIT module call no dynafold declaration can hold, by function name, for the error
+# that names the call (the trace reaching the JIT module's function).
+CALLER_HELD_MODULES = {
+    # decode.py / prefill.py: `jit_module.run(q, k, v, tmp, o, lse, ..., *args)` on the module
+    # object the caller built and passes in (`jit_module: Any`) with its variant's trailing
+    # arguments (`*args`).
+    name: "calls `run` of the JIT module object the caller passes in (`jit_module: Any`, "
+          "built by the caller from a gen_*_module factory) with its variant's own trailing "
+          "arguments (`*args`): no operator schema can take a module object, and dynafold "
+          "holds a module by key only where a wrapper's attribute or a cached loader keeps "
+          "it (hooks/attention_plans.py); a break on a GPU too"
+    for name in ("single_decode_with_kv_cache_with_jit_module",
+                 "single_prefill_with_kv_cache_with_jit_module")
+}
+
+
+def reason(error, eager=(), frames=(), op=None):
     """The named reason for `error` (a string), or None. `eager`: where FlashInfer's Python,
     run eagerly, stopped (trace_all.eager_error): where the trace died inside dynafold's
     kernel stand-in without its name, the kernel the eager run reached names it. `frames`:
-    the traced frames the error names (trace_all.frames)."""
+    the traced frames the error names (trace_all.frames). `op`: the op's public name."""
     named = _by_frames(error, list(frames))
     if named:
         return named
@@ -251,6 +267,9 @@ def reason(error, eager=(), frames=()):
         # Dynamo's binding error, but eager Python refuses the call too: the release's
         # signature lacks the argument (0.6.16's recurrent_kda has no `backend`).
         error = next(line for line in eager if "got an unexpected keyword argument" in line)
+    if (op or "").rsplit(".", 1)[-1] in CALLER_HELD_MODULES and re.search(
+            r"jit_module\.", error or ""):
+        return CALLER_HELD_MODULES[op.rsplit(".", 1)[-1]]
     for pattern, text in RULES:
         m = re.search(pattern, error or "")
         if m:

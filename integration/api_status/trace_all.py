@@ -159,7 +159,10 @@ def _named_device(outcome):
     return next((sm for sm, pattern in EXTRA_DEVICES if pattern.search(errors)), None)
 
 
-SM100_ONLY = re.compile(r"SM10\d|compute capability 10\.\d|requires SM100|Blackwell")
+# (FlashInfer's supported_compute_capability refusal lists the SM100 family alone as
+# "supported compute capabilities: [100, 103, 107]": 0.7.x's paged MQA logits.)
+SM100_ONLY = re.compile(r"SM10\d|compute capability 10\.\d|requires SM100|Blackwell|"
+                        r"supported compute capabilities: \[10\d(, 10\d)*\]")
 
 
 def _refusing_device(why, sm):
@@ -279,7 +282,7 @@ def status_of(name, entry, timeout):
         return {**row, "status": rule[0], "reason": rule[1], "confirmed": True,
                 "error": first}
     # The latest device's error first: past the sm90 refusal, sm100 says what stops it there.
-    named = next((r for r in (reasons.reason(errors[k], eager, where[k])
+    named = next((r for r in (reasons.reason(errors[k], eager, where[k], op=name)
                               for k in reversed(list(errors))) if r), None)
     if named and all(k.endswith("(arguments)") for k in errors):
         named = f"making the call's arguments (its plan() on this machine): {named}"

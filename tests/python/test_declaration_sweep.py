@@ -106,15 +106,29 @@ KDA = ["flashinfer.kda_decode:fused_kda_decode", "flashinfer.kda_decode:packed_k
 CUDNN_GEMMS = ["flashinfer.gemm.gemm_base:bmm_mxfp8"] + [
     "flashinfer.grouped_mm.core:" + name for name in (
         "grouped_mm_bf16", "grouped_mm_fp8", "grouped_mm_mxfp8", "grouped_mm_fp4")]
-# Both sweep releases have these; 0.7.4 the rest.
-BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + JIT_CALLS + CUDNN_GEMMS
 # 0.7.4's QSA attention: the experimental sparse paged one (backend choice, data_ptr()
 # checks) and the cuDNN ones (the frontend's import).
 QSA = ["flashinfer.sparse:qsa_sparse_paged_attention", "flashinfer.qsa:qsa_forward",
        "flashinfer.qsa:qsa_indexed_forward"]
-OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + QSA + [
-    "flashinfer.fused_moe.cudnn_frost_selected:cudnn_frost_grouped_gemm1_swiglu",
-    "flashinfer.gdn2_prefill:chunk_gated_delta_rule2", "flashinfer.gdp_prefill:chunk_gated_delta_product",
+# The cuDNN linear-attention prefills (GDN-2, GDP) and cuDNN Frost's GEMM1 + SwiGLU (0.7.x).
+CUDNN_0_7 = ["flashinfer.gdn2_prefill:chunk_gated_delta_rule2",
+             "flashinfer.gdp_prefill:chunk_gated_delta_product",
+             "flashinfer.fused_moe.cudnn_frost_selected:cudnn_frost_grouped_gemm1_swiglu"]
+# The attention entry points whose public (or runner) function calls its JIT module's tvm_ffi
+# function outside any declared op: SM120 NVFP4 attention's quantizer (every release), its
+# forward, the Sage quantizer and the SM120 fmha_v2 runner (0.7.x: 0.6.16 lacks the runner,
+# and the flags their woken calls are keyed on); 0.7.x's paged MQA logits (CuTe DSL kernels
+# compiled in the public body; the module imports without `cutlass`).
+NVFP4_ATTN = ["flashinfer.nvfp4_attention_sm120:nvfp4_attention_sm120_quantize_qkv"]
+ATTN_JIT = ["flashinfer.nvfp4_attention_sm120:nvfp4_attention_sm120_fwd",
+            "flashinfer.prefill:trtllm_sage_attention_quantize",
+            "flashinfer.prefill:_fmha_v2_prefill_sm120_run"] + [
+    "flashinfer.attn_scores.attn_scores:" + name
+    for name in ("fp8_paged_mqa_logits", "fp4_paged_mqa_logits")]
+# Both sweep releases have these; 0.7.4 the rest.
+BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + JIT_CALLS + CUDNN_GEMMS + NVFP4_ATTN
+OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + QSA + CUDNN_0_7
+       + ATTN_JIT + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
