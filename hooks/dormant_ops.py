@@ -275,6 +275,13 @@ EXTRA_DECLARATIONS = [
     # result fresh (hooks/op_fakes.py).
     ("flashinfer.fused_moe.moe_lora_delta", "bgmv_moe_gemm2_lora_delta",
      "flashinfer::bgmv_moe_gemm2_lora_delta", (), None),
+    # mono_moe (0.6.16 on, SM90) calls its JIT kernel (`monomoe_topk`) in the public function's
+    # own body after its shape checks and the up weights' repack (cached on the weight tensor
+    # as an attribute): the boundary is the public function. The kernel writes `out` (its
+    # result: the caller's when given, else allocated, hooks/op_corrections.py) and the
+    # `scratchpad` it self-maintains (counters, flags), the caller's when given (docs/op-audit).
+    ("flashinfer.fused_moe.monomoe", "mono_moe", "flashinfer::mono_moe", ("scratchpad",),
+     None),
     # fused_kda_decode (0.7.2 on): kda_kernels/fused_kda_decode.py run_fused_kda_decode checks
     # `conv_state.data_ptr() % 8` (no trace can read an address), compiles its CuTe DSL kernel
     # and launches it; FlashInfer's module holds it as an alias imported at load, so the

@@ -180,6 +180,11 @@ CORRECTIONS = {
     ("flashinfer.gemm.gemm_base", "mm_fp4"): {
         "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },
+    # dynafold's own declaration of `mono_moe` (hooks/dormant_ops.py): returns `out`, the
+    # caller's when given, else one it allocates (monomoe.py:353, :371; 0.6.16 :340, :360).
+    ("flashinfer.fused_moe.monomoe", "mono_moe"): {
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
+    },
     # dynafold's declarations of the other autotuned dense GEMMs and of the groupwise and SVDQuant
     # ones (hooks/dormant_ops.py): each returns `out`, the caller's when given, else one it
     # allocates (every backend's path ends `return out`, or a runner's result, which is `out`).

@@ -315,6 +315,13 @@ def _bgmv_moe_gemm2_lora_delta(values):
         (tokens, values["hidden_size"]), dtype=values["out_dtype"])
 
 
+def _mono_moe(values):
+    """`mono_moe` with no `out` given: `torch.empty(m, K, bfloat16)`, m and K those of
+    `activations_in` (its shape check requires [m, K=2048]; 0.7.4 monomoe.py:353)."""
+    x = values["activations_in"]
+    return x.new_empty((x.shape[0], x.shape[1]), dtype=torch.bfloat16)
+
+
 def _per_token_group_quant_8bit_cuda(values):
     """`_per_token_group_quant_8bit_cuda`'s `(x_q, x_s)` as it allocates them (0.7.4): `x_q`
     like `x` in `dst_dtype`; float32 scales, (*x.shape[:-1], groups) row-major, or with
@@ -486,6 +493,8 @@ BY_NAME = {
     # dynafold's own declarations (hooks/dormant_ops.py) of the multi-LoRA MoE BGMV functions
     # that return a fresh tensor.
     "flashinfer::bgmv_moe_public": (_bgmv_moe, ("x", "lora_b_weights", "output_dim")),
+    # dynafold's own declaration of mono_moe, called without `out`.
+    "flashinfer::mono_moe": (_mono_moe, ("activations_in",)),
     "flashinfer::bgmv_moe_gemm2_lora_delta": (
         _bgmv_moe_gemm2_lora_delta,
         ("gemm1_activation_output", "topk_ids", "hidden_size", "out_dtype")),

@@ -96,6 +96,9 @@ QK_NORM_ROPE = ["flashinfer.norm:fused_qk_rmsnorm_rope"]
 BGMV = ["flashinfer.fused_moe.bgmv_moe:" + name for name in (
     "bgmv_moe_shrink", "bgmv_moe_expand", "bgmv_moe")] + [
     "flashinfer.fused_moe.moe_lora_delta:bgmv_moe_gemm2_lora_delta"]
+# MonoMoE (0.6.16 on): its JIT kernel called in the public body; the result is `out`, the
+# caller's when given.
+MONO = ["flashinfer.fused_moe.monomoe:mono_moe"]
 # The attention wrappers' JIT module calls (MLA, BatchAttention, POD), dynafold's declarations
 # in hooks/attention_plans.py.
 JIT_CALLS = ["_dynafold_attention_plans:" + name for name in (
@@ -103,7 +106,7 @@ JIT_CALLS = ["_dynafold_attention_plans:" + name for name in (
 # 0.7.x's KDA decode steps (data_ptr() checks, CuTe DSL or Cake launches in the public body).
 KDA = ["flashinfer.kda_decode:fused_kda_decode", "flashinfer.kda_decode:packed_kda_decode"]
 # Both sweep releases have these; 0.7.4 the rest.
-BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + JIT_CALLS
+BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + MONO + JIT_CALLS
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
@@ -117,7 +120,10 @@ ONLY = [o for o in os.environ.get("DYNAFOLD_SWEEP_ONLY", "").split(",") if o]
 @pytest.mark.parametrize("release", ["0.6.16", "0.7.4"])
 def test_subset(preload, release, tmp_path):
     env = standin_env(release, tmp_path, preload)
-    r = run([str(PYTHON), "-W", "error::UserWarning", str(HELPER), *ONLY], env, timeout=1200)
+    # CuTe DSL declarations (CUTE_DSL) are swept in the environment that imports `cutlass`.
+    cute = any(o in key for o in ONLY for key in CUTE_DSL)
+    python = CUTLASS_PYTHON if cute else PYTHON
+    r = run([str(python), "-W", "error::UserWarning", str(HELPER), *ONLY], env, timeout=1200)
     got = result_of(r)
     status = got["status"]
     print(status)
