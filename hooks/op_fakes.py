@@ -322,6 +322,13 @@ def _mono_moe(values):
     return x.new_empty((x.shape[0], x.shape[1]), dtype=torch.bfloat16)
 
 
+def _cute_dsl_fused_moe_bf16(values):
+    """`cute_dsl_fused_moe_bf16` with no `moe_output` given: `torch.empty(num_tokens, hidden,
+    dtype=x.dtype)`, x being [num_tokens, hidden] (0.7.x sm90_fused_moe.py:394, 0.7.2 :389)."""
+    x = values["x"]
+    return x.new_empty((x.shape[0], x.shape[1]))
+
+
 def _per_token_group_quant_8bit_cuda(values):
     """`_per_token_group_quant_8bit_cuda`'s `(x_q, x_s)` as it allocates them (0.7.4): `x_q`
     like `x` in `dst_dtype`; float32 scales, (*x.shape[:-1], groups) row-major, or with
@@ -493,6 +500,8 @@ BY_NAME = {
     # dynafold's own declarations (hooks/dormant_ops.py) of the multi-LoRA MoE BGMV functions
     # that return a fresh tensor.
     "flashinfer::bgmv_moe_public": (_bgmv_moe, ("x", "lora_b_weights", "output_dim")),
+    # dynafold's own declaration of the SM90 CuTe DSL MoE, called without `moe_output`.
+    "flashinfer::cute_dsl_fused_moe_bf16": (_cute_dsl_fused_moe_bf16, ("x",)),
     # dynafold's own declaration of mono_moe, called without `out`.
     "flashinfer::mono_moe": (_mono_moe, ("activations_in",)),
     "flashinfer::bgmv_moe_gemm2_lora_delta": (

@@ -68,6 +68,16 @@ def _as_ints(plan):
     return plan.tolist()
 
 
+def _is_opaque_tuple(hint):
+    """An `Optional[Tuple[Any, ...]]` (or bare `Optional[Tuple]`): a tuple of anything."""
+    members = [m for m in typing.get_args(hint) if m is not type(None)]
+    if len(members) != 1 or typing.get_origin(members[0]) not in (tuple, typing.Tuple) and \
+            members[0] not in (tuple, typing.Tuple):
+        return False
+    inner = typing.get_args(members[0])
+    return not inner or typing.Any in inner
+
+
 class Rule:
     """How one parameter is narrowed: its annotation in the operator (None: left out of it),
     the values that fit, the value a left-out parameter is given back to FlashInfer's function
@@ -110,6 +120,10 @@ NARROWED = {
     # MoePartitionResources, no schema type) and the strategy. Narrowed to the unpartitioned
     # call (one weight tensor, no resources); a partitioned call is traced as shipped.
     "partition_resources": Rule(None, _fits_none),
+    # The CuTe DSL MoE's explicit autotuner tactic (0.7.x cute_dsl_fused_moe_bf16's
+    # `Optional[Tuple[Any, ...]]`, no schema type): None is the AutoTuner's choice, as serving
+    # code calls it; a call with a tactic is traced as shipped.
+    "tactic": Rule(None, _fits_none, applies=_is_opaque_tuple),
     "partition_strategy": Rule(None, _fits_none),
     **{name: Rule(torch.Tensor, _fits_a_tensor, applies=lambda hint: is_union(hint))
        for name in ("gemm1_weights", "gemm2_weights", "gemm1_weights_scale",
