@@ -308,6 +308,17 @@ EXTRA_DECLARATIONS = [
     # `tactic` tuple is narrowed to None, the autotuner's choice (hooks/op_narrowing.py).
     ("flashinfer.fused_moe.cute_dsl.sm90_fused_moe", "cute_dsl_fused_moe_bf16",
      "flashinfer::cute_dsl_fused_moe_bf16", ("intermediate_buffer",), None),
+    # cute_dsl_fused_moe_mxfp8_mxfp4 (0.7.x, SM100 CuTe DSL MoE) warns that it is deprecated
+    # (warnings.warn, a DeprecationWarning on every call, before anything else) and calls
+    # cute_dsl_fused_moe with quant_mode="w4a8", whose body builds its runner and takes the
+    # AutoTuner's lock and choice: the boundary is the deprecated public function, its warning
+    # inside the operator (raised when it runs, as eagerly). The kernels write `moe_output`
+    # (zeroed, then the finalize scatter-reduce: the result, the caller's when given, else
+    # allocated, hooks/op_corrections.py) and nothing else of the caller's (docs/op-audit).
+    # Its `aux_stream` (a Stream) and `tactic` tuple are narrowed to None, as serving code
+    # calls it (hooks/op_narrowing.py).
+    ("flashinfer.fused_moe.cute_dsl.fused_moe", "cute_dsl_fused_moe_mxfp8_mxfp4",
+     "flashinfer::cute_dsl_fused_moe_mxfp8_mxfp4", (), None),
     # fused_kda_decode (0.7.2 on): kda_kernels/fused_kda_decode.py run_fused_kda_decode checks
     # `conv_state.data_ptr() % 8` (no trace can read an address), compiles its CuTe DSL kernel
     # and launches it; FlashInfer's module holds it as an alias imported at load, so the

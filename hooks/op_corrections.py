@@ -197,6 +197,13 @@ CORRECTIONS = {
     ("flashinfer.fused_moe.cute_dsl.sm90_fused_moe", "cute_dsl_fused_moe_bf16"): {
         "result_is_given": {"argument": "moe_output", "form": "itself", "fresh_otherwise": True},
     },
+    # dynafold's own declaration of cute_dsl_fused_moe_mxfp8_mxfp4 (hooks/dormant_ops.py):
+    # returns `moe_output[:num_tokens]` of the caller's `moe_output` when given (which must
+    # have num_tokens rows: the whole buffer), else of one it allocates (0.7.4 fused_moe.py
+    # :1991, :583, :1005; 0.7.2 :1353, :423, :608).
+    ("flashinfer.fused_moe.cute_dsl.fused_moe", "cute_dsl_fused_moe_mxfp8_mxfp4"): {
+        "result_is_given": {"argument": "moe_output", "form": "itself", "fresh_otherwise": True},
+    },
     # dynafold's declarations of the other autotuned dense GEMMs and of the groupwise and SVDQuant
     # ones (hooks/dormant_ops.py): each returns `out`, the caller's when given, else one it
     # allocates (every backend's path ends `return out`, or a runner's result, which is `out`).

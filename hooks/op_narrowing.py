@@ -68,6 +68,13 @@ def _as_ints(plan):
     return plan.tolist()
 
 
+def _is_optional_stream(hint):
+    """An `Optional[torch.cuda.Stream]`."""
+    members = [m for m in typing.get_args(hint) if m is not type(None)]
+    return (len(members) == 1 and members[0] is torch.cuda.Stream
+            and type(None) in typing.get_args(hint))
+
+
 def _is_opaque_tuple(hint):
     """An `Optional[Tuple[Any, ...]]` (or bare `Optional[Tuple]`): a tuple of anything."""
     members = [m for m in typing.get_args(hint) if m is not type(None)]
@@ -124,6 +131,11 @@ NARROWED = {
     # `Optional[Tuple[Any, ...]]`, no schema type): None is the AutoTuner's choice, as serving
     # code calls it; a call with a tactic is traced as shipped.
     "tactic": Rule(None, _fits_none, applies=_is_opaque_tuple),
+    # The CuTe DSL MoE's auxiliary stream for its output memset (0.7.x
+    # cute_dsl_fused_moe_mxfp8_mxfp4's `Optional[torch.cuda.Stream]`, no schema type): None,
+    # FlashInfer's own per-device stream (_get_cuda_graph_resources); a call giving one is
+    # traced as shipped.
+    "aux_stream": Rule(None, _fits_none, applies=_is_optional_stream),
     "partition_strategy": Rule(None, _fits_none),
     **{name: Rule(torch.Tensor, _fits_a_tensor, applies=lambda hint: is_union(hint))
        for name in ("gemm1_weights", "gemm2_weights", "gemm1_weights_scale",

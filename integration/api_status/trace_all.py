@@ -159,7 +159,10 @@ def _named_device(outcome):
     return next((sm for sm, pattern in EXTRA_DEVICES if pattern.search(errors)), None)
 
 
-SM100_ONLY = re.compile(r"SM10\d|compute capability 10\.\d|requires SM100|Blackwell")
+# (FlashInfer's supported_compute_capability / backend_requirement refusal names the list:
+# "supported compute capabilities: [100, 103]".)
+SM100_ONLY = re.compile(r"SM10\d|compute capability 10\.\d|requires SM100|Blackwell|"
+                        r"supported compute capabilities: \[10\d")
 
 
 def _refusing_device(why, sm):

@@ -59,8 +59,9 @@ CUTE_DSL = [
     "flashinfer.cute_dsl.rmsnorm_fp4quant:rmsnorm_fp4quant",
     "flashinfer.cute_dsl.add_rmsnorm_fp4quant:add_rmsnorm_fp4quant",
 ]
-# Those only 0.7.x has: the SM90 CuTe DSL MoE.
-CUTE_DSL_0_7 = ["flashinfer.fused_moe.cute_dsl.sm90_fused_moe:cute_dsl_fused_moe_bf16"]
+# Those only 0.7.x has: the SM90 CuTe DSL MoE and the deprecated SM100 MXFP8 x MXFP4 entry.
+CUTE_DSL_0_7 = ["flashinfer.fused_moe.cute_dsl.sm90_fused_moe:cute_dsl_fused_moe_bf16",
+               "flashinfer.fused_moe.cute_dsl.fused_moe:cute_dsl_fused_moe_mxfp8_mxfp4"]
 CUTE_DSL += CUTE_DSL_0_7
 NOT_IMPORTABLE.update({key: "not rebuilt: ModuleNotFoundError: No module named 'cutlass'"
                        for key in CUTE_DSL})
