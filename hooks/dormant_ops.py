@@ -293,6 +293,50 @@ EXTRA_DECLARATIONS = [
     # result fresh (hooks/op_fakes.py).
     ("flashinfer.fused_moe.moe_lora_delta", "bgmv_moe_gemm2_lora_delta",
      "flashinfer::bgmv_moe_gemm2_lora_delta", (), None),
+    # mono_moe (0.6.16 on, SM90) calls its JIT kernel (`monomoe_topk`) in the public function's
+    # own body after its shape checks and the up weights' repack (cached on the weight tensor
+    # as an attribute): the boundary is the public function. The kernel writes `out` (its
+    # result: the caller's when given, else allocated, hooks/op_corrections.py) and the
+    # `scratchpad` it self-maintains (counters, flags), the caller's when given (docs/op-audit).
+    ("flashinfer.fused_moe.monomoe", "mono_moe", "flashinfer::mono_moe", ("scratchpad",),
+     None),
+    # AlphaMoE's NVFP4 entry points (0.7.x, SM100/SM103) check every tensor's data_ptr()
+    # alignment in the public function before calling FlashInfer's own torch.library ops
+    # (`flashinfer::alphamoe_nvfp4_aligned_moe`, `..._routed_moe`, declared by those names,
+    # hence `_public`): `_check_alphamoe_nvfp4_supported`, its backend_requirement check for
+    # the aligned call, and the routed call's prepared-weight checks and route choice
+    # (`_alphamoe_complete_route_id`, from the pointers' alignment). No trace can read an
+    # address, and the choice belongs to each call's real pointers, so the boundary is the
+    # public function. The aligned call adds into the caller's `out` and returns nothing; the
+    # routed one also writes the plan buffers it is given (sorted_token_ids, expert_ids,
+    # num_tokens_post_padded, cumsum_buffer) and returns `out` (hooks/op_corrections.py
+    # `returns_argument`). They write nothing else of the caller's (docs/op-audit).
+    ("flashinfer.fused_moe.alphamoe_nvfp4_sm100", "alphamoe_nvfp4_aligned_moe",
+     "flashinfer::alphamoe_nvfp4_aligned_moe_public", ("out",), None),
+    ("flashinfer.fused_moe.alphamoe_nvfp4_sm100", "alphamoe_nvfp4_routed_moe",
+     "flashinfer::alphamoe_nvfp4_routed_moe_public",
+     ("sorted_token_ids", "expert_ids", "num_tokens_post_padded", "cumsum_buffer", "out"), None),
+    # cute_dsl_fused_moe_bf16 (0.7.x, SM90 CuTe DSL MoE) validates its SwiGLU constants with
+    # ctypes.c_float (moe_utils.py _is_finite_fp32) and builds its autotuner runner, takes the
+    # AutoTuner's lock and choice in the public body: the boundary is the public function
+    # (CuteDslBf16MoEWrapper.run allocates its `moe_output` and calls it, so it traces
+    # through this operator). The kernels write `moe_output` (the result: the caller's when
+    # given, else allocated, hooks/op_corrections.py) and `intermediate_buffer` when the caller
+    # gives one (GEMM1's output), nothing else of the caller's (docs/op-audit). Its
+    # `tactic` tuple is narrowed to None, the autotuner's choice (hooks/op_narrowing.py).
+    ("flashinfer.fused_moe.cute_dsl.sm90_fused_moe", "cute_dsl_fused_moe_bf16",
+     "flashinfer::cute_dsl_fused_moe_bf16", ("intermediate_buffer",), None),
+    # cute_dsl_fused_moe_mxfp8_mxfp4 (0.7.x, SM100 CuTe DSL MoE) warns that it is deprecated
+    # (warnings.warn, a DeprecationWarning on every call, before anything else) and calls
+    # cute_dsl_fused_moe with quant_mode="w4a8", whose body builds its runner and takes the
+    # AutoTuner's lock and choice: the boundary is the deprecated public function, its warning
+    # inside the operator (raised when it runs, as eagerly). The kernels write `moe_output`
+    # (zeroed, then the finalize scatter-reduce: the result, the caller's when given, else
+    # allocated, hooks/op_corrections.py) and nothing else of the caller's (docs/op-audit).
+    # Its `aux_stream` (a Stream) and `tactic` tuple are narrowed to None, as serving code
+    # calls it (hooks/op_narrowing.py).
+    ("flashinfer.fused_moe.cute_dsl.fused_moe", "cute_dsl_fused_moe_mxfp8_mxfp4",
+     "flashinfer::cute_dsl_fused_moe_mxfp8_mxfp4", (), None),
     # fused_kda_decode (0.7.2 on): kda_kernels/fused_kda_decode.py run_fused_kda_decode checks
     # `conv_state.data_ptr() % 8` (no trace can read an address), compiles its CuTe DSL kernel
     # and launches it; FlashInfer's module holds it as an alias imported at load, so the

@@ -180,6 +180,30 @@ CORRECTIONS = {
     ("flashinfer.gemm.gemm_base", "mm_fp4"): {
         "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },
+    # dynafold's own declaration of `mono_moe` (hooks/dormant_ops.py): returns `out`, the
+    # caller's when given, else one it allocates (monomoe.py:353, :371; 0.6.16 :340, :360).
+    ("flashinfer.fused_moe.monomoe", "mono_moe"): {
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
+    },
+    # dynafold's own declaration of AlphaMoE's routed NVFP4 call (hooks/dormant_ops.py): it
+    # updates the caller's required `out` in place and returns it (0.7.4
+    # alphamoe_nvfp4_sm100.py:1097, 0.7.2 :1081).
+    ("flashinfer.fused_moe.alphamoe_nvfp4_sm100", "alphamoe_nvfp4_routed_moe"): {
+        "returns_argument": "out",
+    },
+    # dynafold's own declaration of cute_dsl_fused_moe_bf16 (hooks/dormant_ops.py): returns
+    # `moe_output`, the caller's when given, else one it allocates (0.7.4 sm90_fused_moe.py:394,
+    # :427; 0.7.2 :389, :422).
+    ("flashinfer.fused_moe.cute_dsl.sm90_fused_moe", "cute_dsl_fused_moe_bf16"): {
+        "result_is_given": {"argument": "moe_output", "form": "itself", "fresh_otherwise": True},
+    },
+    # dynafold's own declaration of cute_dsl_fused_moe_mxfp8_mxfp4 (hooks/dormant_ops.py):
+    # returns `moe_output[:num_tokens]` of the caller's `moe_output` when given (which must
+    # have num_tokens rows: the whole buffer), else of one it allocates (0.7.4 fused_moe.py
+    # :1991, :583, :1005; 0.7.2 :1353, :423, :608).
+    ("flashinfer.fused_moe.cute_dsl.fused_moe", "cute_dsl_fused_moe_mxfp8_mxfp4"): {
+        "result_is_given": {"argument": "moe_output", "form": "itself", "fresh_otherwise": True},
+    },
     # dynafold's declarations of the other autotuned dense GEMMs and of the groupwise and SVDQuant
     # ones (hooks/dormant_ops.py): each returns `out`, the caller's when given, else one it
     # allocates (every backend's path ends `return out`, or a runner's result, which is `out`).

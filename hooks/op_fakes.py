@@ -378,6 +378,30 @@ def _bgmv_moe_gemm2_lora_delta(values):
         (tokens, values["hidden_size"]), dtype=values["out_dtype"])
 
 
+def _mono_moe(values):
+    """`mono_moe` with no `out` given: `torch.empty(m, K, bfloat16)`, m and K those of
+    `activations_in` (its shape check requires [m, K=2048]; 0.7.4 monomoe.py:353)."""
+    x = values["activations_in"]
+    return x.new_empty((x.shape[0], x.shape[1]), dtype=torch.bfloat16)
+
+
+def _cute_dsl_fused_moe_bf16(values):
+    """`cute_dsl_fused_moe_bf16` with no `moe_output` given: `torch.empty(num_tokens, hidden,
+    dtype=x.dtype)`, x being [num_tokens, hidden] (0.7.x sm90_fused_moe.py:394, 0.7.2 :389)."""
+    x = values["x"]
+    return x.new_empty((x.shape[0], x.shape[1]))
+
+
+def _cute_dsl_fused_moe_mxfp8_mxfp4(values):
+    """`cute_dsl_fused_moe_mxfp8_mxfp4` with no `moe_output` given: cute_dsl_fused_moe's
+    `torch.empty((num_tokens, hidden_size), dtype=torch.bfloat16)`, num_tokens
+    token_selected_experts' rows, hidden_size `w2_weight.size(1)` (0.7.4 fused_moe.py:1988-
+    :1991; 0.7.2 :1350-:1353)."""
+    return values["x"].new_empty(
+        (values["token_selected_experts"].size(0), values["w2_weight"].size(1)),
+        dtype=torch.bfloat16)
+
+
 def _per_token_group_quant_8bit_cuda(values):
     """`_per_token_group_quant_8bit_cuda`'s `(x_q, x_s)` as it allocates them (0.7.4): `x_q`
     like `x` in `dst_dtype`; float32 scales, (*x.shape[:-1], groups) row-major, or with
@@ -629,6 +653,12 @@ BY_NAME = {
     # dynafold's own declarations (hooks/dormant_ops.py) of the multi-LoRA MoE BGMV functions
     # that return a fresh tensor.
     "flashinfer::bgmv_moe_public": (_bgmv_moe, ("x", "lora_b_weights", "output_dim")),
+    # dynafold's own declaration of the SM90 CuTe DSL MoE, called without `moe_output`.
+    "flashinfer::cute_dsl_fused_moe_bf16": (_cute_dsl_fused_moe_bf16, ("x",)),
+    "flashinfer::cute_dsl_fused_moe_mxfp8_mxfp4": (
+        _cute_dsl_fused_moe_mxfp8_mxfp4, ("x", "token_selected_experts", "w2_weight")),
+    # dynafold's own declaration of mono_moe, called without `out`.
+    "flashinfer::mono_moe": (_mono_moe, ("activations_in",)),
     "flashinfer::bgmv_moe_gemm2_lora_delta": (
         _bgmv_moe_gemm2_lora_delta,
         ("gemm1_activation_output", "topk_ids", "hidden_size", "out_dtype")),

@@ -72,6 +72,23 @@ def _as_ints(plan):
     return plan.tolist()
 
 
+def _is_optional_stream(hint):
+    """An `Optional[torch.cuda.Stream]`."""
+    members = [m for m in typing.get_args(hint) if m is not type(None)]
+    return (len(members) == 1 and members[0] is torch.cuda.Stream
+            and type(None) in typing.get_args(hint))
+
+
+def _is_opaque_tuple(hint):
+    """An `Optional[Tuple[Any, ...]]` (or bare `Optional[Tuple]`): a tuple of anything."""
+    members = [m for m in typing.get_args(hint) if m is not type(None)]
+    if len(members) != 1 or typing.get_origin(members[0]) not in (tuple, typing.Tuple) and \
+            members[0] not in (tuple, typing.Tuple):
+        return False
+    inner = typing.get_args(members[0])
+    return not inner or typing.Any in inner
+
+
 class Rule:
     """How one parameter is narrowed: its annotation in the operator (None: left out of it),
     the values that fit, the value a left-out parameter is given back to FlashInfer's function
@@ -114,14 +131,24 @@ NARROWED = {
     # MoePartitionResources, no schema type) and the strategy. Narrowed to the unpartitioned
     # call (one weight tensor, no resources); a partitioned call is traced as shipped.
     "partition_resources": Rule(None, _fits_none),
+    # An explicit autotuner tactic, by its annotation (the first rule that applies):
+    # - 0.7.x cute_dsl_fused_moe_bf16's `Optional[Tuple[Any, ...]]` (no schema type): None is
+    #   the AutoTuner's choice, as serving code calls it; a call with a tactic is traced as
+    #   shipped;
+    # - 0.7.x cudnn_frost_grouped_gemm1_swiglu's `Any`: an int to the operator (-1, the
+    #   heuristic's choice, is what serving code passes); any other tactic object is traced
+    #   as shipped.
+    "tactic": (Rule(None, _fits_none, applies=_is_opaque_tuple),
+               Rule(int, _fits_an_int, applies=lambda hint: hint is typing.Any)),
+    # The CuTe DSL MoE's auxiliary stream for its output memset (0.7.x
+    # cute_dsl_fused_moe_mxfp8_mxfp4's `Optional[torch.cuda.Stream]`, no schema type): None,
+    # FlashInfer's own per-device stream (_get_cuda_graph_resources); a call giving one is
+    # traced as shipped.
+    "aux_stream": Rule(None, _fits_none, applies=_is_optional_stream),
     "partition_strategy": Rule(None, _fits_none),
     **{name: Rule(torch.Tensor, _fits_a_tensor, applies=lambda hint: is_union(hint))
        for name in ("gemm1_weights", "gemm2_weights", "gemm1_weights_scale",
                     "gemm2_weights_scale")},
-    # An autotuner tactic typed `Any` (0.7.x cudnn_frost_grouped_gemm1_swiglu): an int to the
-    # operator (-1, the heuristic's choice, is what serving code passes); any other tactic
-    # object is traced as shipped.
-    "tactic": Rule(int, _fits_an_int, applies=lambda hint: hint is typing.Any),
     # The POD kernels' prefill and decode plans (dynafold's declarations,
     # hooks/attention_plans.py), the same.
     **{f"plan_info_vec_{part}": Rule(torch.Tensor, _fits_a_tensor, applies=_is_int_list,
@@ -251,8 +278,9 @@ def _fits_true(value):
 
 
 def _rule(name, hint):
-    rule = NARROWED.get(name)
-    return rule if rule is not None and rule.applies(hint) else None
+    rules = NARROWED.get(name, ())
+    return next((r for r in (rules if isinstance(rules, tuple) else (rules,))
+                 if r.applies(hint)), None)
 
 
 def needed(hints):

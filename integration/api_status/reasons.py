@@ -246,11 +246,48 @@ CALLER_HELD_MODULES = {
 }
 
 
+# Ops whose break (a GPU has it too) needs an operator boundary that no operator schema can
+# say, by op name: where the named reason would ask for a dynafold boundary, this says why
+# there is none.
+NO_SCHEMA = {
+    "fused_moe.populate_trtllm_moe_routing_metadata_":
+        "reaches FlashInfer's JIT module function `trtllm_moe_populate_routing_metadata_multi_tile` "
+        "directly in its body, outside any op declaration, a break on a GPU too; no dynafold "
+        "boundary: what the kernel writes is the prepared slots' tensors inside its "
+        "TrtllmMoERoutingMetadata argument (routing_metadata.flat_tensors(), core.py), a "
+        "Python object no operator schema can take, and the JIT call has no function of its "
+        "own to declare instead",
+    "fused_moe.alphamoe_nvfp4_routed_moe_deferred":
+        "checks data_ptr() alignment and picks its route from it on the traced path, a break "
+        "on a GPU too; no dynafold boundary: it returns an AlphaMoeNvfp4DeferredOutput "
+        "(alphamoe_nvfp4_sm100.py: the route accumulators or the caller's `out`, the route id "
+        "and scalars, held for the finalize), a Python object no operator can return",
+    "fused_moe.alphamoe_nvfp4_finalize_deferred":
+        "reaches FlashInfer's JIT module function `nvfp4_complete_routed_finalize_op` directly "
+        "in its body, outside any op declaration, a break on a GPU too; no dynafold boundary: "
+        "it takes an AlphaMoeNvfp4DeferredOutput (the deferred call's route accumulators, "
+        "route id and scalars), a Python object no operator schema can take",
+    "fused_moe.kimi_k3_fused_router":
+        "checks data_ptr() alignment (and that its tensors do not overlap, from their "
+        "addresses) on the traced path, a break on a GPU too; no dynafold boundary: it takes "
+        "`plan: Optional[Any]` (a caller's KimiK3RoutePlan) and returns a KimiK3RoutePlan "
+        "NamedTuple whose fields callers read by name, which an operator can return only as "
+        "a plain tuple",
+}
+
+
 def reason(error, eager=(), frames=(), op=None):
     """The named reason for `error` (a string), or None. `eager`: where FlashInfer's Python,
     run eagerly, stopped (trace_all.eager_error): where the trace died inside dynafold's
     kernel stand-in without its name, the kernel the eager run reached names it. `frames`:
     the traced frames the error names (trace_all.frames). `op`: the op's public name."""
+    named = _reason(error, eager, frames, op)
+    if op in NO_SCHEMA and named and "a break on a GPU too" in named:
+        return NO_SCHEMA[op]
+    return named
+
+
+def _reason(error, eager, frames, op):
     named = _by_frames(error, list(frames))
     if named:
         return named

@@ -270,9 +270,10 @@ BLOCK_M = 8
 PLAN = M * TOP_K + E * (BLOCK_M - 1)
 
 
-def _plan(t):
-    return dict(sorted_token_ids=t(PLAN, dtype=I32), expert_ids=t(PLAN // BLOCK_M, dtype=I32),
-                num_tokens_post_padded=t(1, dtype=I32), topk_weights=t(M, TOP_K, dtype=F32))
+def _plan(t, m=M, e=E, top_k=TOP_K):
+    plan = m * top_k + e * (BLOCK_M - 1)
+    return dict(sorted_token_ids=t(plan, dtype=I32), expert_ids=t(plan // BLOCK_M, dtype=I32),
+                num_tokens_post_padded=t(1, dtype=I32), topk_weights=t(m, top_k, dtype=F32))
 
 
 def _alphamoe_fp8(t, fi):
@@ -290,27 +291,36 @@ def _alphamoe_fp8(t, fi):
     return moe, (t(M, H, dtype=FP8),)
 
 
-def _alphamoe_nvfp4_weights(t):
+def _alphamoe_nvfp4_weights(t, m=M, e=E, top_k=TOP_K):
     # packed FP4 with linear E4M3 scales per 16; FC2 [E, K, N / 4] with N = 2 * I
-    return dict(hidden_states_scale=t(M, H // 16, dtype=FP8),
-                gemm1_weights=t(E, 2 * I, H // 2, dtype=U8),
-                gemm1_weights_scale=t(E, 2 * I, H // 16, dtype=FP8),
-                gemm2_weights=t(E, H, I // 2, dtype=U8),
-                gemm2_weights_scale=t(E, H, I // 16, dtype=FP8),
-                output1_scale_gate_scalar=t(E, dtype=F32), output1_scale_scalar=t(E, dtype=F32),
-                output2_scale_scalar=t(E, dtype=F32), **_plan(t))
+    return dict(hidden_states_scale=t(m, H // 16, dtype=FP8),
+                gemm1_weights=t(e, 2 * I, H // 2, dtype=U8),
+                gemm1_weights_scale=t(e, 2 * I, H // 16, dtype=FP8),
+                gemm2_weights=t(e, H, I // 2, dtype=U8),
+                gemm2_weights_scale=t(e, H, I // 16, dtype=FP8),
+                output1_scale_gate_scalar=t(e, dtype=F32), output1_scale_scalar=t(e, dtype=F32),
+                output2_scale_scalar=t(e, dtype=F32), **_plan(t, m, e, top_k))
+
+
+# The routed entry points serve only the sizes their fused alignment companion was built for
+# (alphamoe_nvfp4_sm100.py is_alphamoe_nvfp4_small_alignment_seed_supported: 256 or 512
+# experts, top-8, 1 or 8 tokens; anything else raises "routed companion requires supported
+# route metadata"): 8 decode tokens over 256 experts, as a DeepSeek-sized server routes them.
+ROUTED_M, ROUTED_E, ROUTED_TOP_K = 8, 256, 8
 
 
 def _alphamoe_nvfp4(op, routed):
     def build(t, fi):
         from flashinfer import fused_moe
-        weights = _alphamoe_nvfp4_weights(t)
+        m, e, top_k = (ROUTED_M, ROUTED_E, ROUTED_TOP_K) if routed else (M, E, TOP_K)
+        weights = _alphamoe_nvfp4_weights(t, m, e, top_k)
         if routed:
-            weights.update(topk_ids=t(M, TOP_K, dtype=I32), cumsum_buffer=t(E + 1, dtype=I32))
+            # cumsum_buffer: "at least E + 2 entries" (the routed call's docstring)
+            weights.update(topk_ids=t(m, top_k, dtype=I32), cumsum_buffer=t(e + 2, dtype=I32))
 
         def moe(hidden_states):
-            out = torch.zeros(M, H, dtype=BF16, device="cuda")
-            result = getattr(fused_moe, op)(hidden_states=hidden_states, out=out, top_k=TOP_K,
+            out = torch.zeros(m, H, dtype=BF16, device="cuda")
+            result = getattr(fused_moe, op)(hidden_states=hidden_states, out=out, top_k=top_k,
                                             block_m=BLOCK_M, **weights)
             if result is None:  # written into out
                 return out
@@ -319,7 +329,7 @@ def _alphamoe_nvfp4(op, routed):
             # deferred: the contributions held for the finalize
             return tuple(getattr(result, k) for k in ("route_accumulator", "route_experts")
                          if getattr(result, k) is not None) or (result.out,)
-        return moe, (t(M, H // 2, dtype=U8),)
+        return moe, (t(m, H // 2, dtype=U8),)
     return build
 
 
