@@ -292,6 +292,24 @@ EXTRA_DECLARATIONS = [
     # `fresh_only`; its fake is hooks/op_fakes.py's).
     ("flashinfer.kda_decode", "packed_kda_decode", "flashinfer::packed_kda_decode",
      ("state",), None),
+    # packed_fused_kda_decode (0.7.2 on): the speculative (T >= 1) form of fused_kda_decode.
+    # Its T=1 path calls run_fused_kda_decode (the `conv_state.data_ptr() % 8` check, CuTe DSL
+    # compile and launch), its T>1 path kda_kernels/fused_kda_decode_multitoken.py (CuTe DSL
+    # compile and launch on the raw stream handle); both are aliases imported at load, so the
+    # boundary is the public function. Either kernel updates `conv_state` and `state` in place
+    # (null rows untouched) and writes `output`; woken for the call that gives no `output`
+    # (hooks/op_corrections.py `fresh_only`; its fake is hooks/op_fakes.py's).
+    ("flashinfer.kda_decode", "packed_fused_kda_decode", "flashinfer::packed_fused_kda_decode",
+     ("conv_state", "state"), None),
+    # concat_mla_kv_quant_fp8 (0.7.4): its body reads the fused kernels' workload allowlist
+    # from package data (mla_kv_pack._load_allowlist, importlib.resources under
+    # functools.cache, which Dynamo traces into), reads FLASHINFER_SPECIALIZED_KERNEL_DISABLE,
+    # picks its backend from shape, alignment and arch, and launches a JIT or Cake program (or
+    # the composable torch copy) outside any declared op: the boundary is the public function.
+    # Every path writes only `key` and `value`; woken for the call that gives neither, whose
+    # results are fresh (hooks/op_corrections.py `fresh_only`; fake in hooks/op_fakes.py).
+    ("flashinfer.mla_kv_pack", "concat_mla_kv_quant_fp8", "flashinfer::concat_mla_kv_quant_fp8",
+     (), None),
     # BatchMLAPagedAttentionWrapper.run (SGLang's flashinfer_mla backend; FA2/FA3) calls its
     # JIT module's tvm_ffi `run` itself, outside any declared op (0.6.16 mla/_core.py:1942,
     # 0.7.2 mla/_batch_mla/_backends/_fa_common.py:762, 0.7.4 :777). Under compile that

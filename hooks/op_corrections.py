@@ -254,6 +254,19 @@ CORRECTIONS = {
     ("flashinfer.kda_decode", "packed_kda_decode"): {
         "fresh_only": {"when": {"output": None}, "results": 1},
     },
+    # dynafold's declaration of packed_fused_kda_decode (hooks/dormant_ops.py): besides the two
+    # caches it declares mutable, either kernel (T=1: kda_kernels/fused_kda_decode.py, T>1:
+    # fused_kda_decode_multitoken.py) writes only `output`, the caller's when given, else
+    # allocated.
+    ("flashinfer.kda_decode", "packed_fused_kda_decode"): {
+        "fresh_only": {"when": {"output": None}, "results": 1},
+    },
+    # dynafold's declaration of concat_mla_kv_quant_fp8 (hooks/dormant_ops.py): every backend
+    # (csrc/mla_kv_pack_fp8.cu, the Cake programs, the torch fallback) writes only `key` and
+    # `value`, the caller's when given, else allocated (mla_kv_pack.py:657-:664).
+    ("flashinfer.mla_kv_pack", "concat_mla_kv_quant_fp8"): {
+        "fresh_only": {"when": {"key": None, "value": None}, "results": 2},
+    },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",
     },

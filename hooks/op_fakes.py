@@ -246,6 +246,27 @@ def _packed_kda_decode(values):
     return mixed_qkv.new_empty((mixed_qkv.shape[0], 1, 12, 128))
 
 
+def _packed_fused_kda_decode(values):
+    """`packed_fused_kda_decode`'s result with no `output` given, the only call woken: both of
+    its paths allocate `torch.empty((1, num_rows, H, 128), bfloat16)`, `x` being
+    [num_rows, 3 * H * 128] (0.7.2, 0.7.4: T=1 kda_kernels/fused_kda_decode.py
+    run_fused_kda_decode, T>1 fused_kda_decode_multitoken.py:1095-:1099)."""
+    x = values["x"]
+    return x.new_empty((1, x.shape[0], x.shape[1] // (3 * 128), 128), dtype=torch.bfloat16)
+
+
+def _concat_mla_kv_quant_fp8(values):
+    """`concat_mla_kv_quant_fp8`'s `(key, value)` with neither given, the only call woken:
+    float8_e4m3fn [num_tokens, num_heads, nope_dim + rope_dim] and [num_tokens, num_heads,
+    kv_dim - nope_dim], `kv_nope` being [num_tokens, num_heads, kv_dim] and `k_pe`
+    [num_tokens, rope_dim] or [num_tokens, 1, rope_dim] (0.7.4 mla_kv_pack.py:639-:664)."""
+    kv_nope, k_pe, nope_dim = values["kv_nope"], values["k_pe"], values["nope_dim"]
+    num_tokens, num_heads, kv_dim = kv_nope.shape
+    fp8 = torch.float8_e4m3fn
+    return (kv_nope.new_empty((num_tokens, num_heads, nope_dim + k_pe.shape[-1]), dtype=fp8),
+            kv_nope.new_empty((num_tokens, num_heads, kv_dim - nope_dim), dtype=fp8))
+
+
 def _fused_rmsnorm_silu(values):
     """`fused_rmsnorm_silu`'s result with no `out` (nor `block_scale`) given, the only call
     woken: the function's `torch.empty_like(input)`, bfloat16 like the input it requires."""
@@ -459,6 +480,11 @@ BY_NAME = {
     # call that gives no `output` (hooks/op_corrections.py `fresh_only`).
     "flashinfer::fused_kda_decode": (_fused_kda_decode, ("x",)),
     "flashinfer::packed_kda_decode": (_packed_kda_decode, ("mixed_qkv",)),
+    "flashinfer::packed_fused_kda_decode": (_packed_fused_kda_decode, ("x",)),
+    # dynafold's own declaration of concat_mla_kv_quant_fp8 (hooks/dormant_ops.py), woken for
+    # the call that gives neither `key` nor `value` (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::concat_mla_kv_quant_fp8": (
+        _concat_mla_kv_quant_fp8, ("kv_nope", "k_pe", "nope_dim")),
     # dynafold's own declarations of the fused diffusion norms (hooks/dormant_ops.py), woken
     # for the call that gives no output buffer (hooks/op_corrections.py `fresh_only`).
     "flashinfer::fused_rmsnorm_silu": (_fused_rmsnorm_silu, ("input", "out")),

@@ -332,6 +332,11 @@ class Narrowing:
         suffix = ""
         positional = 0
         defaulted = False  # a parameter with a default came before
+        # A required keyword-only parameter after a defaulted one (0.7.x's
+        # packed_fused_kda_decode: `output=None, *, query_start_loc`): no positional order takes
+        # both with their defaults, so the operator's schema gives none (what Dynamo calls
+        # passes every kept value, and the kernel gets FlashInfer's defaults from `kept`).
+        no_defaults = False
         variadic_at = None
         for index, param in enumerate(sig.parameters.values()):
             if variadic_at is not None:
@@ -341,13 +346,13 @@ class Narrowing:
                 continue
             if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
                 positional += 1
-            elif param.kind == param.KEYWORD_ONLY and (param.default is not param.empty
-                                                       or not defaulted):
+            elif param.kind == param.KEYWORD_ONLY:
                 # (0.7.4's mm_fp4 `batch_invariant`; fused_qk_rmsnorm_rope's `ppf`, ..., with
                 # no default; every parameter of 0.7.x's _prims_ts_fp8_block_scale_moe_impl,
                 # the defaulted ones last): the operator takes it positionally, in its place,
                 # and FlashInfer's function gets it by name. A required one after a defaulted
-                # one is refused below: no positional order takes both.
+                # one: the schema gives no defaults (`no_defaults`).
+                no_defaults = no_defaults or (param.default is param.empty and defaulted)
                 param = param.replace(kind=param.POSITIONAL_OR_KEYWORD)
             else:
                 return "schema not expressible (variadic or keyword-only parameters)"
@@ -424,6 +429,8 @@ class Narrowing:
             params += [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                          annotation=annotation)
                        for name, annotation in VARIADIC]
+        if no_defaults:
+            params = [p.replace(default=p.empty) for p in params]
         narrowing = cls(names, kept, dropped, checks, prototype_of(fn, params, result),
                         tuple(restores), suffix)
         narrowing.positional = positional

@@ -101,10 +101,13 @@ BGMV = ["flashinfer.fused_moe.bgmv_moe:" + name for name in (
 JIT_CALLS = ["_dynafold_attention_plans:" + name for name in (
     "mla_run", "holistic_run", "pod_run", "batch_pod_run")]
 # 0.7.x's KDA decode steps (data_ptr() checks, CuTe DSL or Cake launches in the public body).
-KDA = ["flashinfer.kda_decode:fused_kda_decode", "flashinfer.kda_decode:packed_kda_decode"]
+KDA = ["flashinfer.kda_decode:fused_kda_decode", "flashinfer.kda_decode:packed_kda_decode",
+       "flashinfer.kda_decode:packed_fused_kda_decode"]
+# 0.7.4's MLA K/V pack: the workload allowlist read from package data, backend choice, launch.
+MLA_KV_PACK = ["flashinfer.mla_kv_pack:concat_mla_kv_quant_fp8"]
 # Both sweep releases have these; 0.7.4 the rest.
 BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + JIT_CALLS
-OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + [
+OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + MLA_KV_PACK + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
