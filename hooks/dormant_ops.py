@@ -310,6 +310,25 @@ EXTRA_DECLARATIONS = [
     # results are fresh (hooks/op_corrections.py `fresh_only`; fake in hooks/op_fakes.py).
     ("flashinfer.mla_kv_pack", "concat_mla_kv_quant_fp8", "flashinfer::concat_mla_kv_quant_fp8",
      (), None),
+    # gdn_fused_decode_step (0.7.2 on): its body asks the specialized kernels' registry, read
+    # from package data (gdn_fused_decode_specialized.load_gdn_fused_decode_registry,
+    # importlib.resources), and launches an SM120 CUDA or CuTe DSL kernel, else runs the
+    # composable torch path, outside any declared op: the boundary is the public function.
+    # Every path updates both pools, `conv_state` and `ssm_state`, in place (padded rows
+    # untouched) and writes `out`; its result is `(output, conv_state, ssm_state)`. Woken for
+    # the call that gives no `out`: the operator returns the fresh output, and what Dynamo
+    # calls hands the two pools back after it (hooks/op_corrections.py `fresh_only`, `then`).
+    ("flashinfer.gdn_kernels.experimental.gdn_fused_decode", "gdn_fused_decode_step",
+     "flashinfer::gdn_fused_decode_step", ("conv_state", "ssm_state"), None),
+    # cake_gated_delta_product_mtp (0.7.4): cake_gdp_backend checks q's, k's and the pool's
+    # data_ptr() alignment, picks its Cake program and launches it on the current stream, all
+    # in a body Dynamo would trace: the boundary is the public function. The kernel updates the
+    # pool `initial_state` in place (writeback or per-token scatter; none with
+    # disable_state_update) and writes the output; its result is `(output, initial_state)`.
+    # Woken for the call that gives no `output`: the operator returns the fresh output and
+    # what Dynamo calls hands the pool back after it (hooks/op_corrections.py `then`).
+    ("flashinfer.cake_gdp", "cake_gated_delta_product_mtp",
+     "flashinfer::cake_gated_delta_product_mtp", ("initial_state",), None),
     # BatchMLAPagedAttentionWrapper.run (SGLang's flashinfer_mla backend; FA2/FA3) calls its
     # JIT module's tvm_ffi `run` itself, outside any declared op (0.6.16 mla/_core.py:1942,
     # 0.7.2 mla/_batch_mla/_backends/_fa_common.py:762, 0.7.4 :777). Under compile that
@@ -675,6 +694,8 @@ def _mutated(declared, correction, params):
         extra.append(correction["returns_argument"])
     if correction.get("result_is_given"):
         extra.append(correction["result_is_given"]["argument"])
+    # Arguments a fresh-result call returns after its fresh tensors, updated in place.
+    extra += list(correction.get("fresh_only", {}).get("then", ()))
     missing = [m for m in extra if m not in params]
     if missing:
         return f"correction names parameters the kernel lacks ({', '.join(missing)})"

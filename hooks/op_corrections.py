@@ -33,7 +33,10 @@ Fields (each optional):
   (hooks/op_narrowing.py, `fresh_result`). `when` may also hold True/False for a flag the
   fresh result depends on; with form "list" the declared result is a list of the n fresh
   tensors, which the operator returns as a tensor or tuple and what Dynamo calls makes a list
-  again.
+  again. `then` (optional): the parameters FlashInfer's result holds after the fresh tensors
+  (state pools updated in place and returned, 0.7.4's gdn_fused_decode_step): declared
+  mutable, not returned by the operator, and handed back after its results by what Dynamo
+  calls.
 - `variadic`: True for a JIT run function ending in `*args` (a JIT variant's additional
   tensors and scalars): the operator takes them packed, the tensors declared mutable
   (hooks/op_narrowing.py, VARIADIC).
@@ -266,6 +269,21 @@ CORRECTIONS = {
     # `value`, the caller's when given, else allocated (mla_kv_pack.py:657-:664).
     ("flashinfer.mla_kv_pack", "concat_mla_kv_quant_fp8"): {
         "fresh_only": {"when": {"key": None, "value": None}, "results": 2},
+    },
+    # dynafold's declaration of gdn_fused_decode_step (hooks/dormant_ops.py): besides the two
+    # pools it declares mutable (and returns after its output), every path writes only `out`,
+    # the caller's when given, else allocated (gdn_fused_decode.py:300-:304, the kernels'
+    # `execute`).
+    ("flashinfer.gdn_kernels.experimental.gdn_fused_decode", "gdn_fused_decode_step"): {
+        "fresh_only": {"when": {"out": None}, "results": 1,
+                       "then": ("conv_state", "ssm_state")},
+    },
+    # dynafold's declaration of cake_gated_delta_product_mtp (hooks/dormant_ops.py): besides
+    # the pool it declares mutable (and returns after its output), the kernel writes only
+    # `output`, the caller's when given, else allocated as zeros (cake_gdp_backend
+    # __init__.py:391).
+    ("flashinfer.cake_gdp", "cake_gated_delta_product_mtp"): {
+        "fresh_only": {"when": {"output": None}, "results": 1, "then": ("initial_state",)},
     },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",

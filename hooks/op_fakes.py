@@ -267,6 +267,27 @@ def _concat_mla_kv_quant_fp8(values):
             kv_nope.new_empty((num_tokens, num_heads, kv_dim - nope_dim), dtype=fp8))
 
 
+def _gdn_fused_decode_step(values):
+    """`gdn_fused_decode_step`'s fresh output with no `out` given, the only call woken (the
+    two pools it also returns are its arguments): [B, 1, HV, D] bfloat16, B from
+    `hidden_states`, HV from `A_log`, D the state's last dim (0.7.2, 0.7.4: the composable
+    path's `attn_out.unsqueeze(1).to(torch.bfloat16)`, the kernels' `execute`
+    torch.empty((B, 1, hv, d), bfloat16))."""
+    hidden_states = values["hidden_states"]
+    return hidden_states.new_empty(
+        (hidden_states.shape[0], 1, values["A_log"].shape[0], values["ssm_state"].shape[-1]),
+        dtype=torch.bfloat16)
+
+
+def _cake_gated_delta_product_mtp(values):
+    """`cake_gated_delta_product_mtp`'s fresh output with no `output` given, the only call
+    woken (the pool it also returns is its argument): [B, T, HV, 64] in q's dtype, B and T
+    from `q`, HV from `v` [B, T, n, HV, 64] (0.7.4 cake_gdp_backend/__init__.py:387
+    out_shape, :391 torch.zeros in bfloat16, :451 converted to q's dtype)."""
+    q, v = values["q"], values["v"]
+    return q.new_empty((q.shape[0], q.shape[1], v.shape[3], 64))
+
+
 def _fused_rmsnorm_silu(values):
     """`fused_rmsnorm_silu`'s result with no `out` (nor `block_scale`) given, the only call
     woken: the function's `torch.empty_like(input)`, bfloat16 like the input it requires."""
@@ -485,6 +506,12 @@ BY_NAME = {
     # the call that gives neither `key` nor `value` (hooks/op_corrections.py `fresh_only`).
     "flashinfer::concat_mla_kv_quant_fp8": (
         _concat_mla_kv_quant_fp8, ("kv_nope", "k_pe", "nope_dim")),
+    # dynafold's own declaration of gdn_fused_decode_step (hooks/dormant_ops.py), woken for
+    # the call that gives no `out` (hooks/op_corrections.py `fresh_only`): the output only.
+    "flashinfer::gdn_fused_decode_step": (
+        _gdn_fused_decode_step, ("hidden_states", "A_log", "ssm_state")),
+    # ... and of cake_gated_delta_product_mtp, its output only the same way.
+    "flashinfer::cake_gated_delta_product_mtp": (_cake_gated_delta_product_mtp, ("q", "v")),
     # dynafold's own declarations of the fused diffusion norms (hooks/dormant_ops.py), woken
     # for the call that gives no output buffer (hooks/op_corrections.py `fresh_only`).
     "flashinfer::fused_rmsnorm_silu": (_fused_rmsnorm_silu, ("input", "out")),

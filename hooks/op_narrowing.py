@@ -454,6 +454,7 @@ class Narrowing:
         restores = self.restores
         rest_only = self.gives_back is not None and self.gives_back[0] == "list+"
         fresh_list = self.gives_back is not None and self.gives_back[0] == "fresh"
+        fresh_then = self.gives_back is not None and self.gives_back[0] == "fresh+"
 
         variadic = self.variadic is not None
         packed_count = len(self.extra_names)
@@ -475,6 +476,8 @@ class Narrowing:
                 out = fn(*full[:n], **dict(zip(self.names[n:], full[n:])))
             if fresh_list:
                 return _unlisted(out, self.gives_back[1])
+            if fresh_then:
+                return _fresh_of(out, self.gives_back[1], args)
             # The given buffer is handed back by what Dynamo calls, not by the operator.
             return tuple(out)[1:] if rest_only else out
         return kernel
@@ -550,9 +553,18 @@ def fresh_result(fn, hints, spec):
     missing = [name for name in spec["when"] if name not in names]
     if missing:
         return f"correction names parameters the kernel lacks ({', '.join(missing)})"
+    then = tuple(spec.get("then", ()))
+    missing = [name for name in then if name not in names]
+    if missing:
+        return f"correction names parameters the kernel lacks ({', '.join(missing)})"
     count = spec["results"]
     result = torch.Tensor if count == 1 else typing.Tuple[(torch.Tensor,) * count]
     fits = {name: _fits(value) for name, value in spec["when"].items()}
+    # The arguments FlashInfer returns after its fresh results (0.7.4's gdn_fused_decode_step:
+    # `(output, conv_state, ssm_state)`, its pools updated in place): tensors, which the
+    # operator declares mutable (hooks/dormant_ops.py) and never returns; what Dynamo calls
+    # hands them back after the operator's fresh results.
+    fits.update({name: _fits_a_tensor for name in then})
     splits = _union_splits(hints)
     if isinstance(splits, str):
         return splits
@@ -561,7 +573,10 @@ def fresh_result(fn, hints, spec):
         fresh = Narrowing.of(fn, hints, split=split, fits=fits, result=result)
         if isinstance(fresh, str):
             return fresh
-        if spec.get("form") == "list":
+        if then:
+            kept = [name for _, name, _ in fresh.kept]
+            fresh.gives_back = ("fresh+", (count, tuple(kept.index(name) for name in then)))
+        elif spec.get("form") == "list":
             # FlashInfer's result is a list of the fresh tensors: the operator returns them as
             # a Tensor or a tuple (a mutating operator returning Tensor[] cannot be
             # functionalized, and a workspace declared mutable makes one), and what Dynamo
@@ -569,6 +584,19 @@ def fresh_result(fn, hints, spec):
             fresh.gives_back = ("fresh", count)
         out.append(fresh)
     return out
+
+
+def _fresh_of(out, shape, args):
+    """The fresh tensors of FlashInfer's result `(*fresh, *arguments)` (`fresh_only`'s `then`),
+    as the operator returns them; `shape` is (how many are fresh, the positions among the
+    operator's arguments of those it returns after them). Raises when the rest of the result
+    is not those arguments themselves: the operator would then hide a result."""
+    count, positions = shape
+    out = tuple(out)
+    given = [args[p] for p in positions]
+    if len(out) != count + len(given) or any(o is not g for o, g in zip(out[count:], given)):
+        raise RuntimeError(f"expected {count} fresh tensors, then the arguments given")
+    return out[0] if count == 1 else out[:count]
 
 
 def _unlisted(out, count):
@@ -619,6 +647,11 @@ def through_ops(narrowed, as_shipped):
                 if form == "fresh":
                     # (`position`: how many fresh tensors the operator returns.)
                     return [out] if position == 1 else list(out)
+                if form == "fresh+":
+                    # (`position`: how many are fresh, the arguments returned after them.)
+                    count, positions = position
+                    fresh = (out,) if count == 1 else tuple(out)
+                    return (*fresh, *[values[p] for p in positions])
                 if form == "itself":
                     return values[position]
                 if form == "list":

@@ -105,10 +105,15 @@ KDA = ["flashinfer.kda_decode:fused_kda_decode", "flashinfer.kda_decode:packed_k
        "flashinfer.kda_decode:packed_fused_kda_decode"]
 # 0.7.4's MLA K/V pack: the workload allowlist read from package data, backend choice, launch.
 MLA_KV_PACK = ["flashinfer.mla_kv_pack:concat_mla_kv_quant_fp8"]
+# 0.7.x's linear-attention steps returning their state pools after a fresh output: the fused
+# GDN decode step (package-data registry, SM120 kernels) and 0.7.4's Cake GDP MTP decode
+# (data_ptr() checks).
+STATE_POOLS = ["flashinfer.gdn_kernels.experimental.gdn_fused_decode:gdn_fused_decode_step",
+               "flashinfer.cake_gdp:cake_gated_delta_product_mtp"]
 # Both sweep releases have these; 0.7.4 the rest.
 BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + JIT_CALLS
-OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + MLA_KV_PACK + [
-    "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
+OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + MLA_KV_PACK
+       + STATE_POOLS + ["flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
 # While a boundary is built: `DYNAFOLD_SWEEP_ONLY=name,... pytest -k subset` sweeps just those
