@@ -329,6 +329,18 @@ EXTRA_DECLARATIONS = [
     # what Dynamo calls hands the pool back after it (hooks/op_corrections.py `then`).
     ("flashinfer.cake_gdp", "cake_gated_delta_product_mtp",
      "flashinfer::cake_gated_delta_product_mtp", ("initial_state",), None),
+    # chunk_gated_delta_rule_paged and gated_delta_rule_decode_paged (0.7.4, gdn_paged.py):
+    # their bodies compute the page slots (a launch) and call chunk_gated_delta_rule or
+    # gated_delta_rule_decode_pretranspose, whose backend choice reads the Cake GDN manifest or
+    # the CuTe DSL compile cache from the file system, outside any declared op: the boundary is
+    # the public function. The kernels update `state_pool` in place (the prefill's initial,
+    # checkpoint and final states all live there) and write the output; woken for the call that
+    # gives no `output` nor `slots` (hooks/op_corrections.py `fresh_only`, hooks/op_narrowing.py
+    # `slots`; fakes in hooks/op_fakes.py).
+    ("flashinfer.gdn_paged", "chunk_gated_delta_rule_paged",
+     "flashinfer::chunk_gated_delta_rule_paged", ("state_pool",), None),
+    ("flashinfer.gdn_paged", "gated_delta_rule_decode_paged",
+     "flashinfer::gated_delta_rule_decode_paged", ("state_pool",), None),
     # BatchMLAPagedAttentionWrapper.run (SGLang's flashinfer_mla backend; FA2/FA3) calls its
     # JIT module's tvm_ffi `run` itself, outside any declared op (0.6.16 mla/_core.py:1942,
     # 0.7.2 mla/_batch_mla/_backends/_fa_common.py:762, 0.7.4 :777). Under compile that

@@ -285,6 +285,11 @@ CORRECTIONS = {
     ("flashinfer.cake_gdp", "cake_gated_delta_product_mtp"): {
         "fresh_only": {"when": {"output": None}, "results": 1, "then": ("initial_state",)},
     },
+    # dynafold's declarations of the paged GDN functions (hooks/dormant_ops.py): besides the
+    # pool they declare mutable, the kernels write only `output`, the caller's when given, else
+    # allocated (gdn_prefill.py:1881, gdn_decode.py's pretranspose decode).
+    **{("flashinfer.gdn_paged", name): {"fresh_only": {"when": {"output": None}, "results": 1}}
+       for name in ("chunk_gated_delta_rule_paged", "gated_delta_rule_decode_paged")},
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",
     },

@@ -288,6 +288,22 @@ def _cake_gated_delta_product_mtp(values):
     return q.new_empty((q.shape[0], q.shape[1], v.shape[3], 64))
 
 
+def _chunk_gated_delta_rule_paged(values):
+    """`chunk_gated_delta_rule_paged`'s output with none given, the only call woken:
+    chunk_gated_delta_rule's `torch.empty((total_seq_len, num_o_heads, head_size), q.dtype)`,
+    num_o_heads = max(q's heads, v's heads) (0.7.4 gdn_prefill.py:1722, :1881)."""
+    q, v = values["q"], values["v"]
+    return q.new_empty((q.shape[0], max(q.shape[1], v.shape[1]), q.shape[2]))
+
+
+def _gated_delta_rule_decode_paged(values):
+    """`gated_delta_rule_decode_paged`'s output with none given, the only call woken:
+    gated_delta_rule_decode_pretranspose's [B, 1, HV, V] in q's dtype, v being [B, 1, HV, V]
+    (0.7.4 gdn_decode.py: `target_dtype = q.dtype`, the kernels' [B, T, HV, V] output)."""
+    q, v = values["q"], values["v"]
+    return q.new_empty(tuple(v.shape))
+
+
 def _fused_rmsnorm_silu(values):
     """`fused_rmsnorm_silu`'s result with no `out` (nor `block_scale`) given, the only call
     woken: the function's `torch.empty_like(input)`, bfloat16 like the input it requires."""
@@ -512,6 +528,10 @@ BY_NAME = {
         _gdn_fused_decode_step, ("hidden_states", "A_log", "ssm_state")),
     # ... and of cake_gated_delta_product_mtp, its output only the same way.
     "flashinfer::cake_gated_delta_product_mtp": (_cake_gated_delta_product_mtp, ("q", "v")),
+    # dynafold's own declarations of the paged GDN functions (hooks/dormant_ops.py), woken for
+    # the call that gives no `output` (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::chunk_gated_delta_rule_paged": (_chunk_gated_delta_rule_paged, ("q", "v")),
+    "flashinfer::gated_delta_rule_decode_paged": (_gated_delta_rule_decode_paged, ("q", "v")),
     # dynafold's own declarations of the fused diffusion norms (hooks/dormant_ops.py), woken
     # for the call that gives no output buffer (hooks/op_corrections.py `fresh_only`).
     "flashinfer::fused_rmsnorm_silu": (_fused_rmsnorm_silu, ("input", "out")),

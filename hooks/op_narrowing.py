@@ -114,6 +114,11 @@ NARROWED = {
     **{name: Rule(torch.Tensor, _fits_a_tensor, applies=lambda hint: is_union(hint))
        for name in ("gemm1_weights", "gemm2_weights", "gemm1_weights_scale",
                     "gemm2_weights_scale")},
+    # 0.7.4's paged GDN functions (gdn_paged.py): the slot rows a step may precompute once for
+    # every layer (a GDNPagedPrefillSlots or GDNPagedDecodeSlots NamedTuple, no schema type).
+    # Narrowed to None, the call that computes them itself; one that gives them is traced as
+    # shipped.
+    "slots": Rule(None, _fits_none, applies=lambda hint: "GDNPaged" in str(hint)),
     # The POD kernels' prefill and decode plans (dynafold's declarations,
     # hooks/attention_plans.py), the same.
     **{f"plan_info_vec_{part}": Rule(torch.Tensor, _fits_a_tensor, applies=_is_int_list,

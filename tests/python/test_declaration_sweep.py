@@ -59,8 +59,12 @@ CUTE_DSL = [
     "flashinfer.cute_dsl.rmsnorm_fp4quant:rmsnorm_fp4quant",
     "flashinfer.cute_dsl.add_rmsnorm_fp4quant:add_rmsnorm_fp4quant",
 ]
+# 0.7.4's paged GDN functions (gdn_paged.py imports the GDN decode's CuTe DSL kernels at load):
+# swept in the CuTe DSL environment on 0.7.4 only.
+CUTE_DSL_074 = ["flashinfer.gdn_paged:" + name for name in (
+    "chunk_gated_delta_rule_paged", "gated_delta_rule_decode_paged")]
 NOT_IMPORTABLE.update({key: "not rebuilt: ModuleNotFoundError: No module named 'cutlass'"
-                       for key in CUTE_DSL})
+                       for key in CUTE_DSL + CUTE_DSL_074})
 
 
 # Equal, but Dynamo inlined the declared function instead of calling its operator: the
@@ -164,11 +168,12 @@ def test_cute_dsl_declarations_equal_eager_compiled(preload, release, tmp_path):
     """dynafold's declarations whose modules import the CuTe DSL (CUTE_DSL), swept the same way
     in the environment that has nvidia-cutlass-dsl (scripts/lib/env.sh CUTLASS_VENV)."""
     env = standin_env(release, tmp_path, preload)
+    keys = CUTE_DSL + (CUTE_DSL_074 if release == "0.7.4" else [])
     r = run([str(CUTLASS_PYTHON), "-W", "error::UserWarning", str(HELPER),
-             *(key.split(":")[1] for key in CUTE_DSL)], env, timeout=900)
+             *(key.split(":")[1] for key in keys)], env, timeout=900)
     got = result_of(r)
     assert got["release"] == release
-    status = {k: v for k, v in got["status"].items() if k in CUTE_DSL}
-    assert status == {key: "equal" for key in CUTE_DSL}, status
+    status = {k: v for k, v in got["status"].items() if k in keys}
+    assert status == {key: "equal" for key in keys}, status
     assert got["checks"] and set(got["checks"].values()) == {"agrees"}, got["checks"]
 
