@@ -341,6 +341,17 @@ EXTRA_DECLARATIONS = [
      "flashinfer::chunk_gated_delta_rule_paged", ("state_pool",), None),
     ("flashinfer.gdn_paged", "gated_delta_rule_decode_paged",
      "flashinfer::gated_delta_rule_decode_paged", ("state_pool",), None),
+    # flashinfer.cake_top_k_top_p_sampling_from_probs (0.7.4, cake_sampling.py
+    # top_k_top_p_sampling_from_probs): its body plans the launch, loads the Cake sampling
+    # module (its manifest read from the file system) and launches it on the raw stream handle,
+    # or falls back to flashinfer.sampling's sampler, outside any declared op: the boundary is
+    # the public function. It draws its Philox seed and offset from the generator (seeded, as
+    # FlashInfer's sampling ops; `generator` narrowed to None) and writes `out` (and the
+    # caller's `renorm_out` and slab `workspace` when given, else its own cached slab); woken
+    # for the call that gives none of them (hooks/op_corrections.py `fresh_only`,
+    # hooks/op_narrowing.py `workspace`), one operator per member of `top_k` and `top_p`.
+    ("flashinfer.cake_sampling", "top_k_top_p_sampling_from_probs",
+     "flashinfer::cake_top_k_top_p_sampling_from_probs", (), None),
     # BatchMLAPagedAttentionWrapper.run (SGLang's flashinfer_mla backend; FA2/FA3) calls its
     # JIT module's tvm_ffi `run` itself, outside any declared op (0.6.16 mla/_core.py:1942,
     # 0.7.2 mla/_batch_mla/_backends/_fa_common.py:762, 0.7.4 :777). Under compile that

@@ -290,6 +290,13 @@ CORRECTIONS = {
     # allocated (gdn_prefill.py:1881, gdn_decode.py's pretranspose decode).
     **{("flashinfer.gdn_paged", name): {"fresh_only": {"when": {"output": None}, "results": 1}}
        for name in ("chunk_gated_delta_rule_paged", "gated_delta_rule_decode_paged")},
+    # dynafold's declaration of the Cake top-k/top-p sampler (hooks/dormant_ops.py): the kernels
+    # write `out`, `renorm_out` and the slab `workspace` when given (csrc/cake_sampling
+    # RadixTopK / RadixTopKSample), else a fresh `out` and the sampler's own cached slab.
+    ("flashinfer.cake_sampling", "top_k_top_p_sampling_from_probs"): {
+        "fresh_only": {"when": {"out": None, "renorm_out": None, "workspace": None},
+                       "results": 1},
+    },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",
     },

@@ -304,6 +304,14 @@ def _gated_delta_rule_decode_paged(values):
     return q.new_empty(tuple(v.shape))
 
 
+def _cake_top_k_top_p_sampling_from_probs(values):
+    """The Cake top-k/top-p sampler's samples with no `out` given, the only call woken: int32
+    [batch] (0.7.4 cake_sampling.py top_k_top_p_sampling_from_probs: `torch.empty(batch,
+    int32)`, and the fallback route's result `.to(torch.int32)`)."""
+    probs = values["probs"]
+    return probs.new_empty((probs.shape[0],), dtype=torch.int32)
+
+
 def _fused_rmsnorm_silu(values):
     """`fused_rmsnorm_silu`'s result with no `out` (nor `block_scale`) given, the only call
     woken: the function's `torch.empty_like(input)`, bfloat16 like the input it requires."""
@@ -532,6 +540,10 @@ BY_NAME = {
     # the call that gives no `output` (hooks/op_corrections.py `fresh_only`).
     "flashinfer::chunk_gated_delta_rule_paged": (_chunk_gated_delta_rule_paged, ("q", "v")),
     "flashinfer::gated_delta_rule_decode_paged": (_gated_delta_rule_decode_paged, ("q", "v")),
+    # dynafold's own declaration of the Cake top-k/top-p sampler (hooks/dormant_ops.py), woken
+    # for the call that gives no buffers (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::cake_top_k_top_p_sampling_from_probs": (
+        _cake_top_k_top_p_sampling_from_probs, ("probs",)),
     # dynafold's own declarations of the fused diffusion norms (hooks/dormant_ops.py), woken
     # for the call that gives no output buffer (hooks/op_corrections.py `fresh_only`).
     "flashinfer::fused_rmsnorm_silu": (_fused_rmsnorm_silu, ("input", "out")),

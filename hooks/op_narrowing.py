@@ -119,6 +119,11 @@ NARROWED = {
     # Narrowed to None, the call that computes them itself; one that gives them is traced as
     # shipped.
     "slots": Rule(None, _fits_none, applies=lambda hint: "GDNPaged" in str(hint)),
+    # 0.7.4's Cake top-k/top-p sampler (cake_sampling.py): the caller's stage-1 slab buffers, a
+    # tuple of three tensors (no schema type for it). Narrowed to None, the call that uses the
+    # sampler's own cached workspace; one that gives buffers is traced as shipped. (Every
+    # `workspace` FlashInfer declares is a Tensor, which this rule leaves alone.)
+    "workspace": Rule(None, _fits_none, applies=lambda hint: "tuple[" in str(hint)),
     # The POD kernels' prefill and decode plans (dynafold's declarations,
     # hooks/attention_plans.py), the same.
     **{f"plan_info_vec_{part}": Rule(torch.Tensor, _fits_a_tensor, applies=_is_int_list,

@@ -114,10 +114,13 @@ MLA_KV_PACK = ["flashinfer.mla_kv_pack:concat_mla_kv_quant_fp8"]
 # (data_ptr() checks).
 STATE_POOLS = ["flashinfer.gdn_kernels.experimental.gdn_fused_decode:gdn_fused_decode_step",
                "flashinfer.cake_gdp:cake_gated_delta_product_mtp"]
+# 0.7.4's Cake top-k/top-p sampler (Cake module load, raw-stream launch; seeded).
+CAKE_SAMPLING = ["flashinfer.cake_sampling:top_k_top_p_sampling_from_probs"]
 # Both sweep releases have these; 0.7.4 the rest.
 BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + JIT_CALLS
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + MLA_KV_PACK
-       + STATE_POOLS + ["flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
+       + STATE_POOLS + CAKE_SAMPLING
+       + ["flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
 # While a boundary is built: `DYNAFOLD_SWEEP_ONLY=name,... pytest -k subset` sweeps just those
