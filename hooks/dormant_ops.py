@@ -352,6 +352,18 @@ EXTRA_DECLARATIONS = [
     # hooks/op_narrowing.py `workspace`), one operator per member of `top_k` and `top_p`.
     ("flashinfer.cake_sampling", "top_k_top_p_sampling_from_probs",
      "flashinfer::cake_top_k_top_p_sampling_from_probs", (), None),
+    # chunk_gated_delta_rule (gdn_prefill.py, 0.6.16 on): its body picks a backend (Cake GDN
+    # from its manifest, cuDNN, CP or the per-arch CuTe DSL kernels, whose compile cache and
+    # raw-stream launch are its own Python) outside any declared op: the boundary is the public
+    # function. The kernels write the output, the final states (`output_state`, rows of the
+    # pool with `state_indices`) and `state_checkpoints`; `initial_state` is declared mutable
+    # too (the paged form passes one pool in all three roles). Woken for the call that gives
+    # no `output` and asks for the final state in the caller's `output_state` (SGLang's
+    # extend): the operator returns the fresh output and what Dynamo calls hands the state
+    # back after it (hooks/op_corrections.py `fresh_only`, `then`; `use_cp` and
+    # `cu_seqlens_cpu` narrowed, hooks/op_narrowing.py).
+    ("flashinfer.gdn_prefill", "chunk_gated_delta_rule", "flashinfer::chunk_gated_delta_rule",
+     ("initial_state", "state_checkpoints"), None),
     # BatchMLAPagedAttentionWrapper.run (SGLang's flashinfer_mla backend; FA2/FA3) calls its
     # JIT module's tvm_ffi `run` itself, outside any declared op (0.6.16 mla/_core.py:1942,
     # 0.7.2 mla/_batch_mla/_backends/_fa_common.py:762, 0.7.4 :777). Under compile that

@@ -297,6 +297,13 @@ CORRECTIONS = {
         "fresh_only": {"when": {"out": None, "renorm_out": None, "workspace": None},
                        "results": 1},
     },
+    # dynafold's declaration of chunk_gated_delta_rule (hooks/dormant_ops.py): besides the
+    # states it declares mutable, the kernels write only `output`, the caller's when given,
+    # else allocated; with `output_final_state` the result is `(output, output_state)`.
+    ("flashinfer.gdn_prefill", "chunk_gated_delta_rule"): {
+        "fresh_only": {"when": {"output": None, "output_final_state": True}, "results": 1,
+                       "then": ("output_state",)},
+    },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",
     },

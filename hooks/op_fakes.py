@@ -312,6 +312,15 @@ def _cake_top_k_top_p_sampling_from_probs(values):
     return probs.new_empty((probs.shape[0],), dtype=torch.int32)
 
 
+def _chunk_gated_delta_rule(values):
+    """chunk_gated_delta_rule's output with none given, the only call woken (the final state
+    it also returns is the caller's `output_state`): `torch.empty((total_seq_len, num_o_heads,
+    head_size), q.dtype)`, num_o_heads = max(q's heads, v's heads) (0.6.16-0.7.4
+    gdn_prefill.py; 0.7.4 :1722, :1881)."""
+    q, v = values["q"], values["v"]
+    return q.new_empty((q.shape[0], max(q.shape[1], v.shape[1]), q.shape[2]))
+
+
 def _fused_rmsnorm_silu(values):
     """`fused_rmsnorm_silu`'s result with no `out` (nor `block_scale`) given, the only call
     woken: the function's `torch.empty_like(input)`, bfloat16 like the input it requires."""
@@ -544,6 +553,9 @@ BY_NAME = {
     # for the call that gives no buffers (hooks/op_corrections.py `fresh_only`).
     "flashinfer::cake_top_k_top_p_sampling_from_probs": (
         _cake_top_k_top_p_sampling_from_probs, ("probs",)),
+    # dynafold's own declaration of chunk_gated_delta_rule (hooks/dormant_ops.py), woken for the
+    # call that gives no `output` (hooks/op_corrections.py `fresh_only`): the output only.
+    "flashinfer::chunk_gated_delta_rule": (_chunk_gated_delta_rule, ("q", "v")),
     # dynafold's own declarations of the fused diffusion norms (hooks/dormant_ops.py), woken
     # for the call that gives no output buffer (hooks/op_corrections.py `fresh_only`).
     "flashinfer::fused_rmsnorm_silu": (_fused_rmsnorm_silu, ("input", "out")),

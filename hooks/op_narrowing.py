@@ -56,6 +56,10 @@ def _fits_a_tensor(value):
     return isinstance(value, torch.Tensor)
 
 
+def _fits_auto(value):
+    return isinstance(value, str) and value == "auto"
+
+
 def _any_hint(hint):
     return True
 
@@ -119,6 +123,12 @@ NARROWED = {
     # Narrowed to None, the call that computes them itself; one that gives them is traced as
     # shipped.
     "slots": Rule(None, _fits_none, applies=lambda hint: "GDNPaged" in str(hint)),
+    # chunk_gated_delta_rule (gdn_prefill.py, 0.6.16 on): `use_cp: Literal["auto"] | bool`
+    # (context parallelism: chosen, forced or refused) and 0.7.4's `cu_seqlens_cpu` (a host
+    # copy of cu_seqlens, a list or a CPU tensor): Unions no schema says. Narrowed to "auto"
+    # and None, FlashInfer's defaults; another call is traced as shipped.
+    "use_cp": Rule(None, _fits_auto, "auto", applies=lambda hint: is_union(hint)),
+    "cu_seqlens_cpu": Rule(None, _fits_none, applies=lambda hint: is_union(hint)),
     # 0.7.4's Cake top-k/top-p sampler (cake_sampling.py): the caller's stage-1 slab buffers, a
     # tuple of three tensors (no schema type for it). Narrowed to None, the call that uses the
     # sampler's own cached workspace; one that gives buffers is traced as shipped. (Every

@@ -58,6 +58,8 @@ CUTE_DSL = [
     "flashinfer.quantization.kernels.mxfp8_quantize:mxfp8_quantize_cute_dsl",
     "flashinfer.cute_dsl.rmsnorm_fp4quant:rmsnorm_fp4quant",
     "flashinfer.cute_dsl.add_rmsnorm_fp4quant:add_rmsnorm_fp4quant",
+    # GDN prefill (every release; gdn_prefill.py imports its CuTe DSL kernels at load).
+    "flashinfer.gdn_prefill:chunk_gated_delta_rule",
 ]
 # 0.7.4's paged GDN functions (gdn_paged.py imports the GDN decode's CuTe DSL kernels at load):
 # swept in the CuTe DSL environment on 0.7.4 only.
