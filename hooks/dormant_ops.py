@@ -419,6 +419,78 @@ EXTRA_DECLARATIONS = [
     # (hooks/op_corrections.py `fresh_only`; fakes hooks/op_fakes.py's, with that stride).
     *[("flashinfer.attn_scores.attn_scores", name, f"flashinfer::{name}", (), None)
       for name in ("fp8_paged_mqa_logits", "fp4_paged_mqa_logits")],
+    # packed_fused_kda_decode (0.7.2 on): the speculative (T >= 1) form of fused_kda_decode.
+    # Its T=1 path calls run_fused_kda_decode (the `conv_state.data_ptr() % 8` check, CuTe DSL
+    # compile and launch), its T>1 path kda_kernels/fused_kda_decode_multitoken.py (CuTe DSL
+    # compile and launch on the raw stream handle); both are aliases imported at load, so the
+    # boundary is the public function. Either kernel updates `conv_state` and `state` in place
+    # (null rows untouched) and writes `output`; woken for the call that gives no `output`
+    # (hooks/op_corrections.py `fresh_only`; its fake is hooks/op_fakes.py's).
+    ("flashinfer.kda_decode", "packed_fused_kda_decode", "flashinfer::packed_fused_kda_decode",
+     ("conv_state", "state"), None),
+    # concat_mla_kv_quant_fp8 (0.7.4): its body reads the fused kernels' workload allowlist
+    # from package data (mla_kv_pack._load_allowlist, importlib.resources under
+    # functools.cache, which Dynamo traces into), reads FLASHINFER_SPECIALIZED_KERNEL_DISABLE,
+    # picks its backend from shape, alignment and arch, and launches a JIT or Cake program (or
+    # the composable torch copy) outside any declared op: the boundary is the public function.
+    # Every path writes only `key` and `value`; woken for the call that gives neither, whose
+    # results are fresh (hooks/op_corrections.py `fresh_only`; fake in hooks/op_fakes.py).
+    ("flashinfer.mla_kv_pack", "concat_mla_kv_quant_fp8", "flashinfer::concat_mla_kv_quant_fp8",
+     (), None),
+    # gdn_fused_decode_step (0.7.2 on): its body asks the specialized kernels' registry, read
+    # from package data (gdn_fused_decode_specialized.load_gdn_fused_decode_registry,
+    # importlib.resources), and launches an SM120 CUDA or CuTe DSL kernel, else runs the
+    # composable torch path, outside any declared op: the boundary is the public function.
+    # Every path updates both pools, `conv_state` and `ssm_state`, in place (padded rows
+    # untouched) and writes `out`; its result is `(output, conv_state, ssm_state)`. Woken for
+    # the call that gives no `out`: the operator returns the fresh output, and what Dynamo
+    # calls hands the two pools back after it (hooks/op_corrections.py `fresh_only`, `then`).
+    ("flashinfer.gdn_kernels.experimental.gdn_fused_decode", "gdn_fused_decode_step",
+     "flashinfer::gdn_fused_decode_step", ("conv_state", "ssm_state"), None),
+    # cake_gated_delta_product_mtp (0.7.4): cake_gdp_backend checks q's, k's and the pool's
+    # data_ptr() alignment, picks its Cake program and launches it on the current stream, all
+    # in a body Dynamo would trace: the boundary is the public function. The kernel updates the
+    # pool `initial_state` in place (writeback or per-token scatter; none with
+    # disable_state_update) and writes the output; its result is `(output, initial_state)`.
+    # Woken for the call that gives no `output`: the operator returns the fresh output and
+    # what Dynamo calls hands the pool back after it (hooks/op_corrections.py `then`).
+    ("flashinfer.cake_gdp", "cake_gated_delta_product_mtp",
+     "flashinfer::cake_gated_delta_product_mtp", ("initial_state",), None),
+    # chunk_gated_delta_rule_paged and gated_delta_rule_decode_paged (0.7.4, gdn_paged.py):
+    # their bodies compute the page slots (a launch) and call chunk_gated_delta_rule or
+    # gated_delta_rule_decode_pretranspose, whose backend choice reads the Cake GDN manifest or
+    # the CuTe DSL compile cache from the file system, outside any declared op: the boundary is
+    # the public function. The kernels update `state_pool` in place (the prefill's initial,
+    # checkpoint and final states all live there) and write the output; woken for the call that
+    # gives no `output` nor `slots` (hooks/op_corrections.py `fresh_only`, hooks/op_narrowing.py
+    # `slots`; fakes in hooks/op_fakes.py).
+    ("flashinfer.gdn_paged", "chunk_gated_delta_rule_paged",
+     "flashinfer::chunk_gated_delta_rule_paged", ("state_pool",), None),
+    ("flashinfer.gdn_paged", "gated_delta_rule_decode_paged",
+     "flashinfer::gated_delta_rule_decode_paged", ("state_pool",), None),
+    # flashinfer.cake_top_k_top_p_sampling_from_probs (0.7.4, cake_sampling.py
+    # top_k_top_p_sampling_from_probs): its body plans the launch, loads the Cake sampling
+    # module (its manifest read from the file system) and launches it on the raw stream handle,
+    # or falls back to flashinfer.sampling's sampler, outside any declared op: the boundary is
+    # the public function. It draws its Philox seed and offset from the generator (seeded, as
+    # FlashInfer's sampling ops; `generator` narrowed to None) and writes `out` (and the
+    # caller's `renorm_out` and slab `workspace` when given, else its own cached slab); woken
+    # for the call that gives none of them (hooks/op_corrections.py `fresh_only`,
+    # hooks/op_narrowing.py `workspace`), one operator per member of `top_k` and `top_p`.
+    ("flashinfer.cake_sampling", "top_k_top_p_sampling_from_probs",
+     "flashinfer::cake_top_k_top_p_sampling_from_probs", (), None),
+    # chunk_gated_delta_rule (gdn_prefill.py, 0.6.16 on): its body picks a backend (Cake GDN
+    # from its manifest, cuDNN, CP or the per-arch CuTe DSL kernels, whose compile cache and
+    # raw-stream launch are its own Python) outside any declared op: the boundary is the public
+    # function. The kernels write the output, the final states (`output_state`, rows of the
+    # pool with `state_indices`) and `state_checkpoints`; `initial_state` is declared mutable
+    # too (the paged form passes one pool in all three roles). Woken for the call that gives
+    # no `output` and asks for the final state in the caller's `output_state` (SGLang's
+    # extend): the operator returns the fresh output and what Dynamo calls hands the state
+    # back after it (hooks/op_corrections.py `fresh_only`, `then`; `use_cp` and
+    # `cu_seqlens_cpu` narrowed, hooks/op_narrowing.py).
+    ("flashinfer.gdn_prefill", "chunk_gated_delta_rule", "flashinfer::chunk_gated_delta_rule",
+     ("initial_state", "state_checkpoints"), None),
     # BatchMLAPagedAttentionWrapper.run (SGLang's flashinfer_mla backend; FA2/FA3) calls its
     # JIT module's tvm_ffi `run` itself, outside any declared op (0.6.16 mla/_core.py:1942,
     # 0.7.2 mla/_batch_mla/_backends/_fa_common.py:762, 0.7.4 :777). Under compile that
@@ -823,6 +895,8 @@ def _mutated(declared, correction, params):
         extra.append(correction["returns_argument"])
     if correction.get("result_is_given"):
         extra.append(correction["result_is_given"]["argument"])
+    # Arguments a fresh-result call returns after its fresh tensors, updated in place.
+    extra += list(correction.get("fresh_only", {}).get("then", ()))
     missing = [m for m in extra if m not in params]
     if missing:
         return f"correction names parameters the kernel lacks ({', '.join(missing)})"

@@ -33,7 +33,10 @@ Fields (each optional):
   (hooks/op_narrowing.py, `fresh_result`). `when` may also hold True/False for a flag the
   fresh result depends on, or the backend name whose path it describes; with form "list" the declared result is a list of the n fresh
   tensors, which the operator returns as a tensor or tuple and what Dynamo calls makes a list
-  again.
+  again. `then` (optional): the parameters FlashInfer's result holds after the fresh tensors
+  (state pools updated in place and returned, 0.7.4's gdn_fused_decode_step): declared
+  mutable, not returned by the operator, and handed back after its results by what Dynamo
+  calls.
 - `variadic`: True for a JIT run function ending in `*args` (a JIT variant's additional
   tensors and scalars): the operator takes them packed, the tensors declared mutable
   (hooks/op_narrowing.py, VARIADIC).
@@ -340,6 +343,53 @@ CORRECTIONS = {
     **{("flashinfer.attn_scores.attn_scores", name): {
         "fresh_only": {"when": {"out": None}, "results": 1}}
        for name in ("fp8_paged_mqa_logits", "fp4_paged_mqa_logits")},
+    # dynafold's declaration of packed_fused_kda_decode (hooks/dormant_ops.py): besides the two
+    # caches it declares mutable, either kernel (T=1: kda_kernels/fused_kda_decode.py, T>1:
+    # fused_kda_decode_multitoken.py) writes only `output`, the caller's when given, else
+    # allocated.
+    ("flashinfer.kda_decode", "packed_fused_kda_decode"): {
+        "fresh_only": {"when": {"output": None}, "results": 1},
+    },
+    # dynafold's declaration of concat_mla_kv_quant_fp8 (hooks/dormant_ops.py): every backend
+    # (csrc/mla_kv_pack_fp8.cu, the Cake programs, the torch fallback) writes only `key` and
+    # `value`, the caller's when given, else allocated (mla_kv_pack.py:657-:664).
+    ("flashinfer.mla_kv_pack", "concat_mla_kv_quant_fp8"): {
+        "fresh_only": {"when": {"key": None, "value": None}, "results": 2},
+    },
+    # dynafold's declaration of gdn_fused_decode_step (hooks/dormant_ops.py): besides the two
+    # pools it declares mutable (and returns after its output), every path writes only `out`,
+    # the caller's when given, else allocated (gdn_fused_decode.py:300-:304, the kernels'
+    # `execute`).
+    ("flashinfer.gdn_kernels.experimental.gdn_fused_decode", "gdn_fused_decode_step"): {
+        "fresh_only": {"when": {"out": None}, "results": 1,
+                       "then": ("conv_state", "ssm_state")},
+    },
+    # dynafold's declaration of cake_gated_delta_product_mtp (hooks/dormant_ops.py): besides
+    # the pool it declares mutable (and returns after its output), the kernel writes only
+    # `output`, the caller's when given, else allocated as zeros (cake_gdp_backend
+    # __init__.py:391).
+    ("flashinfer.cake_gdp", "cake_gated_delta_product_mtp"): {
+        "fresh_only": {"when": {"output": None}, "results": 1, "then": ("initial_state",)},
+    },
+    # dynafold's declarations of the paged GDN functions (hooks/dormant_ops.py): besides the
+    # pool they declare mutable, the kernels write only `output`, the caller's when given, else
+    # allocated (gdn_prefill.py:1881, gdn_decode.py's pretranspose decode).
+    **{("flashinfer.gdn_paged", name): {"fresh_only": {"when": {"output": None}, "results": 1}}
+       for name in ("chunk_gated_delta_rule_paged", "gated_delta_rule_decode_paged")},
+    # dynafold's declaration of the Cake top-k/top-p sampler (hooks/dormant_ops.py): the kernels
+    # write `out`, `renorm_out` and the slab `workspace` when given (csrc/cake_sampling
+    # RadixTopK / RadixTopKSample), else a fresh `out` and the sampler's own cached slab.
+    ("flashinfer.cake_sampling", "top_k_top_p_sampling_from_probs"): {
+        "fresh_only": {"when": {"out": None, "renorm_out": None, "workspace": None},
+                       "results": 1},
+    },
+    # dynafold's declaration of chunk_gated_delta_rule (hooks/dormant_ops.py): besides the
+    # states it declares mutable, the kernels write only `output`, the caller's when given,
+    # else allocated; with `output_final_state` the result is `(output, output_state)`.
+    ("flashinfer.gdn_prefill", "chunk_gated_delta_rule"): {
+        "fresh_only": {"when": {"output": None, "output_final_state": True}, "results": 1,
+                       "then": ("output_state",)},
+    },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",
     },

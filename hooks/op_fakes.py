@@ -307,6 +307,79 @@ def _paged_mqa_logits(values):
     max_seq_len = values["max_seq_len"]
     padded = (max_seq_len + 255) // 256 * 256
     return q.new_empty((rows, padded), dtype=values["output_dtype"])[:, :max_seq_len]
+def _packed_fused_kda_decode(values):
+    """`packed_fused_kda_decode`'s result with no `output` given, the only call woken: both of
+    its paths allocate `torch.empty((1, num_rows, H, 128), bfloat16)`, `x` being
+    [num_rows, 3 * H * 128] (0.7.2, 0.7.4: T=1 kda_kernels/fused_kda_decode.py
+    run_fused_kda_decode, T>1 fused_kda_decode_multitoken.py:1095-:1099)."""
+    x = values["x"]
+    return x.new_empty((1, x.shape[0], x.shape[1] // (3 * 128), 128), dtype=torch.bfloat16)
+
+
+def _concat_mla_kv_quant_fp8(values):
+    """`concat_mla_kv_quant_fp8`'s `(key, value)` with neither given, the only call woken:
+    float8_e4m3fn [num_tokens, num_heads, nope_dim + rope_dim] and [num_tokens, num_heads,
+    kv_dim - nope_dim], `kv_nope` being [num_tokens, num_heads, kv_dim] and `k_pe`
+    [num_tokens, rope_dim] or [num_tokens, 1, rope_dim] (0.7.4 mla_kv_pack.py:639-:664)."""
+    kv_nope, k_pe, nope_dim = values["kv_nope"], values["k_pe"], values["nope_dim"]
+    num_tokens, num_heads, kv_dim = kv_nope.shape
+    fp8 = torch.float8_e4m3fn
+    return (kv_nope.new_empty((num_tokens, num_heads, nope_dim + k_pe.shape[-1]), dtype=fp8),
+            kv_nope.new_empty((num_tokens, num_heads, kv_dim - nope_dim), dtype=fp8))
+
+
+def _gdn_fused_decode_step(values):
+    """`gdn_fused_decode_step`'s fresh output with no `out` given, the only call woken (the
+    two pools it also returns are its arguments): [B, 1, HV, D] bfloat16, B from
+    `hidden_states`, HV from `A_log`, D the state's last dim (0.7.2, 0.7.4: the composable
+    path's `attn_out.unsqueeze(1).to(torch.bfloat16)`, the kernels' `execute`
+    torch.empty((B, 1, hv, d), bfloat16))."""
+    hidden_states = values["hidden_states"]
+    return hidden_states.new_empty(
+        (hidden_states.shape[0], 1, values["A_log"].shape[0], values["ssm_state"].shape[-1]),
+        dtype=torch.bfloat16)
+
+
+def _cake_gated_delta_product_mtp(values):
+    """`cake_gated_delta_product_mtp`'s fresh output with no `output` given, the only call
+    woken (the pool it also returns is its argument): [B, T, HV, 64] in q's dtype, B and T
+    from `q`, HV from `v` [B, T, n, HV, 64] (0.7.4 cake_gdp_backend/__init__.py:387
+    out_shape, :391 torch.zeros in bfloat16, :451 converted to q's dtype)."""
+    q, v = values["q"], values["v"]
+    return q.new_empty((q.shape[0], q.shape[1], v.shape[3], 64))
+
+
+def _chunk_gated_delta_rule_paged(values):
+    """`chunk_gated_delta_rule_paged`'s output with none given, the only call woken:
+    chunk_gated_delta_rule's `torch.empty((total_seq_len, num_o_heads, head_size), q.dtype)`,
+    num_o_heads = max(q's heads, v's heads) (0.7.4 gdn_prefill.py:1722, :1881)."""
+    q, v = values["q"], values["v"]
+    return q.new_empty((q.shape[0], max(q.shape[1], v.shape[1]), q.shape[2]))
+
+
+def _gated_delta_rule_decode_paged(values):
+    """`gated_delta_rule_decode_paged`'s output with none given, the only call woken:
+    gated_delta_rule_decode_pretranspose's [B, 1, HV, V] in q's dtype, v being [B, 1, HV, V]
+    (0.7.4 gdn_decode.py: `target_dtype = q.dtype`, the kernels' [B, T, HV, V] output)."""
+    q, v = values["q"], values["v"]
+    return q.new_empty(tuple(v.shape))
+
+
+def _cake_top_k_top_p_sampling_from_probs(values):
+    """The Cake top-k/top-p sampler's samples with no `out` given, the only call woken: int32
+    [batch] (0.7.4 cake_sampling.py top_k_top_p_sampling_from_probs: `torch.empty(batch,
+    int32)`, and the fallback route's result `.to(torch.int32)`)."""
+    probs = values["probs"]
+    return probs.new_empty((probs.shape[0],), dtype=torch.int32)
+
+
+def _chunk_gated_delta_rule(values):
+    """chunk_gated_delta_rule's output with none given, the only call woken (the final state
+    it also returns is the caller's `output_state`): `torch.empty((total_seq_len, num_o_heads,
+    head_size), q.dtype)`, num_o_heads = max(q's heads, v's heads) (0.6.16-0.7.4
+    gdn_prefill.py; 0.7.4 :1722, :1881)."""
+    q, v = values["q"], values["v"]
+    return q.new_empty((q.shape[0], max(q.shape[1], v.shape[1]), q.shape[2]))
 
 
 def _fused_rmsnorm_silu(values):
@@ -610,6 +683,28 @@ BY_NAME = {
     **{f"flashinfer::{name}": (_paged_mqa_logits, ("q", "max_seq_len", "output_dtype"))
        for name in ("fp8_paged_mqa_logits", "fp4_paged_mqa_logits")},
     "flashinfer::packed_kda_decode": (_packed_kda_decode, ("mixed_qkv",)),
+    "flashinfer::packed_fused_kda_decode": (_packed_fused_kda_decode, ("x",)),
+    # dynafold's own declaration of concat_mla_kv_quant_fp8 (hooks/dormant_ops.py), woken for
+    # the call that gives neither `key` nor `value` (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::concat_mla_kv_quant_fp8": (
+        _concat_mla_kv_quant_fp8, ("kv_nope", "k_pe", "nope_dim")),
+    # dynafold's own declaration of gdn_fused_decode_step (hooks/dormant_ops.py), woken for
+    # the call that gives no `out` (hooks/op_corrections.py `fresh_only`): the output only.
+    "flashinfer::gdn_fused_decode_step": (
+        _gdn_fused_decode_step, ("hidden_states", "A_log", "ssm_state")),
+    # ... and of cake_gated_delta_product_mtp, its output only the same way.
+    "flashinfer::cake_gated_delta_product_mtp": (_cake_gated_delta_product_mtp, ("q", "v")),
+    # dynafold's own declarations of the paged GDN functions (hooks/dormant_ops.py), woken for
+    # the call that gives no `output` (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::chunk_gated_delta_rule_paged": (_chunk_gated_delta_rule_paged, ("q", "v")),
+    "flashinfer::gated_delta_rule_decode_paged": (_gated_delta_rule_decode_paged, ("q", "v")),
+    # dynafold's own declaration of the Cake top-k/top-p sampler (hooks/dormant_ops.py), woken
+    # for the call that gives no buffers (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::cake_top_k_top_p_sampling_from_probs": (
+        _cake_top_k_top_p_sampling_from_probs, ("probs",)),
+    # dynafold's own declaration of chunk_gated_delta_rule (hooks/dormant_ops.py), woken for the
+    # call that gives no `output` (hooks/op_corrections.py `fresh_only`): the output only.
+    "flashinfer::chunk_gated_delta_rule": (_chunk_gated_delta_rule, ("q", "v")),
     # dynafold's own declarations of the fused diffusion norms (hooks/dormant_ops.py), woken
     # for the call that gives no output buffer (hooks/op_corrections.py `fresh_only`).
     "flashinfer::fused_rmsnorm_silu": (_fused_rmsnorm_silu, ("input", "out")),

@@ -60,6 +60,10 @@ def _fits_an_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _fits_auto(value):
+    return isinstance(value, str) and value == "auto"
+
+
 def _any_hint(hint):
     return True
 
@@ -149,6 +153,22 @@ NARROWED = {
     **{name: Rule(torch.Tensor, _fits_a_tensor, applies=lambda hint: is_union(hint))
        for name in ("gemm1_weights", "gemm2_weights", "gemm1_weights_scale",
                     "gemm2_weights_scale")},
+    # 0.7.4's paged GDN functions (gdn_paged.py): the slot rows a step may precompute once for
+    # every layer (a GDNPagedPrefillSlots or GDNPagedDecodeSlots NamedTuple, no schema type).
+    # Narrowed to None, the call that computes them itself; one that gives them is traced as
+    # shipped.
+    "slots": Rule(None, _fits_none, applies=lambda hint: "GDNPaged" in str(hint)),
+    # chunk_gated_delta_rule (gdn_prefill.py, 0.6.16 on): `use_cp: Literal["auto"] | bool`
+    # (context parallelism: chosen, forced or refused) and 0.7.4's `cu_seqlens_cpu` (a host
+    # copy of cu_seqlens, a list or a CPU tensor): Unions no schema says. Narrowed to "auto"
+    # and None, FlashInfer's defaults; another call is traced as shipped.
+    "use_cp": Rule(None, _fits_auto, "auto", applies=lambda hint: is_union(hint)),
+    "cu_seqlens_cpu": Rule(None, _fits_none, applies=lambda hint: is_union(hint)),
+    # 0.7.4's Cake top-k/top-p sampler (cake_sampling.py): the caller's stage-1 slab buffers, a
+    # tuple of three tensors (no schema type for it). Narrowed to None, the call that uses the
+    # sampler's own cached workspace; one that gives buffers is traced as shipped. (Every
+    # `workspace` FlashInfer declares is a Tensor, which this rule leaves alone.)
+    "workspace": Rule(None, _fits_none, applies=lambda hint: "tuple[" in str(hint)),
     # The POD kernels' prefill and decode plans (dynafold's declarations,
     # hooks/attention_plans.py), the same.
     **{f"plan_info_vec_{part}": Rule(torch.Tensor, _fits_a_tensor, applies=_is_int_list,
@@ -214,10 +234,6 @@ def is_union(hint):
     """A Union other than Optional, which torch's schemas cannot express."""
     return typing.get_origin(hint) is typing.Union and len(
         [a for a in typing.get_args(hint) if a is not type(None)]) > 1
-
-
-def _is_optional(hint):
-    return typing.get_origin(hint) is typing.Union and type(None) in typing.get_args(hint)
 
 
 def _schema_hint(hint):
@@ -377,8 +393,12 @@ class Narrowing:
         suffix = ""
         positional = 0
         defaulted = False  # a parameter with a default came before
+        # A required keyword-only parameter after a defaulted one (0.7.x's
+        # packed_fused_kda_decode: `output=None, *, query_start_loc`): no positional order takes
+        # both with their defaults, so the operator's schema gives none (what Dynamo calls
+        # passes every kept value, and the kernel gets FlashInfer's defaults from `kept`).
+        no_defaults = False
         variadic_at = None
-        late_required = set()  # required keyword-only parameters after a defaulted one
         for index, param in enumerate(sig.parameters.values()):
             if variadic_at is not None:
                 return "schema not expressible (parameters after *args)"
@@ -387,22 +407,14 @@ class Narrowing:
                 continue
             if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
                 positional += 1
-            elif param.kind == param.KEYWORD_ONLY and (param.default is not param.empty
-                                                       or not defaulted):
+            elif param.kind == param.KEYWORD_ONLY:
                 # (0.7.4's mm_fp4 `batch_invariant`; fused_qk_rmsnorm_rope's `ppf`, ..., with
                 # no default; every parameter of 0.7.x's _prims_ts_fp8_block_scale_moe_impl,
                 # the defaulted ones last): the operator takes it positionally, in its place,
                 # and FlashInfer's function gets it by name. A required one after a defaulted
-                # one is refused below: no positional order takes both.
+                # one: the schema gives no defaults (`no_defaults`).
+                no_defaults = no_defaults or (param.default is param.empty and defaulted)
                 param = param.replace(kind=param.POSITIONAL_OR_KEYWORD)
-            elif param.kind == param.KEYWORD_ONLY:
-                # A required one after a defaulted one (0.7.4's qsa_sparse_paged_attention
-                # `output_gate`, mm_bf16_fp4's `backend`): no positional order takes both, so
-                # the operator declares it optional (default None), as it does an int tuple;
-                # FlashInfer's signature still requires it of every call, so every call passes
-                # it, and FlashInfer's function gets it by name.
-                param = param.replace(kind=param.POSITIONAL_OR_KEYWORD, default=None)
-                late_required.add(param.name)
             else:
                 return "schema not expressible (variadic or keyword-only parameters)"
             names.append(param.name)
@@ -464,9 +476,6 @@ class Narrowing:
                     restores.append((len(kept), rule.restore))
                 kept.append((index, param.name, default))
                 params.append(param.replace(annotation=rule.annotation))
-        for i, p in enumerate(params):
-            if p.name in late_required and not _is_optional(p.annotation):
-                params[i] = p.replace(annotation=typing.Optional[p.annotation])
         if result is inspect.Parameter.empty:
             result = hints.get("return", sig.return_annotation)
         if result is type(None):  # resolved `-> None`; torch's schemas take None itself
@@ -481,6 +490,8 @@ class Narrowing:
             params += [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                          annotation=annotation)
                        for name, annotation in VARIADIC]
+        if no_defaults:
+            params = [p.replace(default=p.empty) for p in params]
         narrowing = cls(names, kept, dropped, checks, prototype_of(fn, params, result),
                         tuple(restores), suffix)
         narrowing.positional = positional
@@ -504,6 +515,7 @@ class Narrowing:
         restores = self.restores
         rest_only = self.gives_back is not None and self.gives_back[0] == "list+"
         fresh_list = self.gives_back is not None and self.gives_back[0] == "fresh"
+        fresh_then = self.gives_back is not None and self.gives_back[0] == "fresh+"
 
         variadic = self.variadic is not None
         packed_count = len(self.extra_names)
@@ -525,6 +537,8 @@ class Narrowing:
                 out = fn(*full[:n], **dict(zip(self.names[n:], full[n:])))
             if fresh_list:
                 return _unlisted(out, self.gives_back[1])
+            if fresh_then:
+                return _fresh_of(out, self.gives_back[1], args)
             # The given buffer is handed back by what Dynamo calls, not by the operator.
             return tuple(out)[1:] if rest_only else out
         return kernel
@@ -600,9 +614,18 @@ def fresh_result(fn, hints, spec):
     missing = [name for name in spec["when"] if name not in names]
     if missing:
         return f"correction names parameters the kernel lacks ({', '.join(missing)})"
+    then = tuple(spec.get("then", ()))
+    missing = [name for name in then if name not in names]
+    if missing:
+        return f"correction names parameters the kernel lacks ({', '.join(missing)})"
     count = spec["results"]
     result = torch.Tensor if count == 1 else typing.Tuple[(torch.Tensor,) * count]
     fits = {name: _fits(value) for name, value in spec["when"].items()}
+    # The arguments FlashInfer returns after its fresh results (0.7.4's gdn_fused_decode_step:
+    # `(output, conv_state, ssm_state)`, its pools updated in place): tensors, which the
+    # operator declares mutable (hooks/dormant_ops.py) and never returns; what Dynamo calls
+    # hands them back after the operator's fresh results.
+    fits.update({name: _fits_a_tensor for name in then})
     splits = _union_splits(hints)
     if isinstance(splits, str):
         return splits
@@ -611,7 +634,10 @@ def fresh_result(fn, hints, spec):
         fresh = Narrowing.of(fn, hints, split=split, fits=fits, result=result)
         if isinstance(fresh, str):
             return fresh
-        if spec.get("form") == "list":
+        if then:
+            kept = [name for _, name, _ in fresh.kept]
+            fresh.gives_back = ("fresh+", (count, tuple(kept.index(name) for name in then)))
+        elif spec.get("form") == "list":
             # FlashInfer's result is a list of the fresh tensors: the operator returns them as
             # a Tensor or a tuple (a mutating operator returning Tensor[] cannot be
             # functionalized, and a workspace declared mutable makes one), and what Dynamo
@@ -619,6 +645,19 @@ def fresh_result(fn, hints, spec):
             fresh.gives_back = ("fresh", count)
         out.append(fresh)
     return out
+
+
+def _fresh_of(out, shape, args):
+    """The fresh tensors of FlashInfer's result `(*fresh, *arguments)` (`fresh_only`'s `then`),
+    as the operator returns them; `shape` is (how many are fresh, the positions among the
+    operator's arguments of those it returns after them). Raises when the rest of the result
+    is not those arguments themselves: the operator would then hide a result."""
+    count, positions = shape
+    out = tuple(out)
+    given = [args[p] for p in positions]
+    if len(out) != count + len(given) or any(o is not g for o, g in zip(out[count:], given)):
+        raise RuntimeError(f"expected {count} fresh tensors, then the arguments given")
+    return out[0] if count == 1 else out[:count]
 
 
 def _unlisted(out, count):
@@ -669,6 +708,11 @@ def through_ops(narrowed, as_shipped):
                 if form == "fresh":
                     # (`position`: how many fresh tensors the operator returns.)
                     return [out] if position == 1 else list(out)
+                if form == "fresh+":
+                    # (`position`: how many are fresh, the arguments returned after them.)
+                    count, positions = position
+                    fresh = (out,) if count == 1 else tuple(out)
+                    return (*fresh, *[values[p] for p in positions])
                 if form == "itself":
                     return values[position]
                 if form == "list":

@@ -58,13 +58,19 @@ CUTE_DSL = [
     "flashinfer.quantization.kernels.mxfp8_quantize:mxfp8_quantize_cute_dsl",
     "flashinfer.cute_dsl.rmsnorm_fp4quant:rmsnorm_fp4quant",
     "flashinfer.cute_dsl.add_rmsnorm_fp4quant:add_rmsnorm_fp4quant",
+    # GDN prefill (every release; gdn_prefill.py imports its CuTe DSL kernels at load).
+    "flashinfer.gdn_prefill:chunk_gated_delta_rule",
 ]
 # Those only 0.7.x has: the SM90 CuTe DSL MoE and the deprecated SM100 MXFP8 x MXFP4 entry.
 CUTE_DSL_0_7 = ["flashinfer.fused_moe.cute_dsl.sm90_fused_moe:cute_dsl_fused_moe_bf16",
                "flashinfer.fused_moe.cute_dsl.fused_moe:cute_dsl_fused_moe_mxfp8_mxfp4"]
 CUTE_DSL += CUTE_DSL_0_7
+# 0.7.4's paged GDN functions (gdn_paged.py imports the GDN decode's CuTe DSL kernels at load):
+# swept in the CuTe DSL environment on 0.7.4 only.
+CUTE_DSL_074 = ["flashinfer.gdn_paged:" + name for name in (
+    "chunk_gated_delta_rule_paged", "gated_delta_rule_decode_paged")]
 NOT_IMPORTABLE.update({key: "not rebuilt: ModuleNotFoundError: No module named 'cutlass'"
-                       for key in CUTE_DSL})
+                       for key in CUTE_DSL + CUTE_DSL_074})
 
 
 # Equal, but Dynamo inlined the declared function instead of calling its operator: the
@@ -108,7 +114,17 @@ MONO = ["flashinfer.fused_moe.monomoe:mono_moe"]
 JIT_CALLS = ["_dynafold_attention_plans:" + name for name in (
     "mla_run", "holistic_run", "pod_run", "batch_pod_run")]
 # 0.7.x's KDA decode steps (data_ptr() checks, CuTe DSL or Cake launches in the public body).
-KDA = ["flashinfer.kda_decode:fused_kda_decode", "flashinfer.kda_decode:packed_kda_decode"]
+KDA = ["flashinfer.kda_decode:fused_kda_decode", "flashinfer.kda_decode:packed_kda_decode",
+       "flashinfer.kda_decode:packed_fused_kda_decode"]
+# 0.7.4's MLA K/V pack: the workload allowlist read from package data, backend choice, launch.
+MLA_KV_PACK = ["flashinfer.mla_kv_pack:concat_mla_kv_quant_fp8"]
+# 0.7.x's linear-attention steps returning their state pools after a fresh output: the fused
+# GDN decode step (package-data registry, SM120 kernels) and 0.7.4's Cake GDP MTP decode
+# (data_ptr() checks).
+STATE_POOLS = ["flashinfer.gdn_kernels.experimental.gdn_fused_decode:gdn_fused_decode_step",
+               "flashinfer.cake_gdp:cake_gated_delta_product_mtp"]
+# 0.7.4's Cake top-k/top-p sampler (Cake module load, raw-stream launch; seeded).
+CAKE_SAMPLING = ["flashinfer.cake_sampling:top_k_top_p_sampling_from_probs"]
 # The cuDNN GEMMs: bmm_mxfp8 and the grouped GEMMs for MoE (graph build and cache in the body).
 CUDNN_GEMMS = ["flashinfer.gemm.gemm_base:bmm_mxfp8"] + [
     "flashinfer.grouped_mm.core:" + name for name in (
@@ -139,7 +155,7 @@ ALPHAMOE = ["flashinfer.fused_moe.alphamoe_nvfp4_sm100:" + name for name in (
 BOTH = (NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + MONO + JIT_CALLS + CUDNN_GEMMS
         + NVFP4_ATTN)
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + QSA + CUDNN_0_7
-       + ATTN_JIT + ALPHAMOE + [
+       + ATTN_JIT + ALPHAMOE + MLA_KV_PACK + STATE_POOLS + CAKE_SAMPLING + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
@@ -153,7 +169,7 @@ ONLY = [o for o in os.environ.get("DYNAFOLD_SWEEP_ONLY", "").split(",") if o]
 def test_subset(preload, release, tmp_path):
     env = standin_env(release, tmp_path, preload)
     # CuTe DSL declarations (CUTE_DSL) are swept in the environment that imports `cutlass`.
-    cute = any(o in key for o in ONLY for key in CUTE_DSL)
+    cute = any(o in key for o in ONLY for key in CUTE_DSL + CUTE_DSL_074)
     python = CUTLASS_PYTHON if cute else PYTHON
     r = run([str(python), "-W", "error::UserWarning", str(HELPER), *ONLY], env, timeout=1200)
     got = result_of(r)
@@ -195,12 +211,13 @@ def test_cute_dsl_declarations_equal_eager_compiled(preload, release, tmp_path):
     """dynafold's declarations whose modules import the CuTe DSL (CUTE_DSL), swept the same way
     in the environment that has nvidia-cutlass-dsl (scripts/lib/env.sh CUTLASS_VENV)."""
     env = standin_env(release, tmp_path, preload)
+    keys = CUTE_DSL + (CUTE_DSL_074 if release == "0.7.4" else [])
     r = run([str(CUTLASS_PYTHON), "-W", "error::UserWarning", str(HELPER),
-             *(key.split(":")[1] for key in CUTE_DSL)], env, timeout=900)
+             *(key.split(":")[1] for key in keys)], env, timeout=900)
     got = result_of(r)
     assert got["release"] == release
-    status = {k: v for k, v in got["status"].items() if k in CUTE_DSL}
-    assert status == {key: "equal" for key in CUTE_DSL
+    status = {k: v for k, v in got["status"].items() if k in keys}
+    assert status == {key: "equal" for key in keys
                       if release != "0.6.16" or key not in CUTE_DSL_0_7}, status
     assert got["checks"] and set(got["checks"].values()) == {"agrees"}, got["checks"]
 

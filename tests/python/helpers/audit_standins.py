@@ -128,6 +128,13 @@ class StandIn:
         result = self.fake(**values)
         for i, t in enumerate(_tensors(result)):
             fill(t, mix + 10 + i)
+        then = re.search(r", then ((?:alias:\w+(?:, )?)+)", returns)
+        if then:
+            # dynafold's fresh-result boundaries that return argument pools after the fresh
+            # tensors ("fresh ..., then alias:conv_state, alias:ssm_state":
+            # gdn_fused_decode_step), written above.
+            fresh = result if isinstance(result, tuple) else (result,)
+            return (*fresh, *[values[n] for n in re.findall(r"alias:(\w+)", then[1])])
         if gives_back:
             # The fused MoE ops and quantized allreduce: the caller's `output`, when given and
             # the result is finalized, is the result (or its first element).

@@ -230,6 +230,12 @@ def _value(name, hint, shape, writes):
     raise Skip(f"no argument for {name}: {hint}")
 
 
+# Scalars a declaration needs other than its default to fit the sweep's tensors: 0.7.4's
+# concat_mla_kv_quant_fp8 splits `kv_nope`'s last dim at `nope_dim` (default 128, wider than
+# any sweep shape).
+ARGUMENTS = {"flashinfer.mla_kv_pack:concat_mla_kv_quant_fp8": {"nope_dim": 32}}
+
+
 def _may_be_tensor(hint):
     return hint is torch.Tensor or torch.Tensor in typing.get_args(hint)
 
@@ -263,6 +269,7 @@ def arguments(fn, row, fake, keep_result):
                 values[p.name] = p.default
             else:
                 values[p.name] = _value(p.name, hint, shape, row["writes"])
+        values.update(ARGUMENTS.get(f"{fn.__module__}:{fn.__qualname__}", {}))
         # The values the operator takes a given-buffer call, or a fresh-result call, with
         # (hooks/op_corrections.py).
         fix = ops_module().op_corrections.of(fn)
