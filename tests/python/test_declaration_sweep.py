@@ -58,6 +58,8 @@ CUTE_DSL = [
     "flashinfer.quantization.kernels.mxfp8_quantize:mxfp8_quantize_cute_dsl",
     "flashinfer.cute_dsl.rmsnorm_fp4quant:rmsnorm_fp4quant",
     "flashinfer.cute_dsl.add_rmsnorm_fp4quant:add_rmsnorm_fp4quant",
+    # (0.6.16's package imports `cutlass` on the way; 0.7.4's is swept in both environments)
+    "flashinfer.fused_moe.cute_dsl.b12x_moe:b12x_fused_moe",
 ]
 NOT_IMPORTABLE.update({key: "not rebuilt: ModuleNotFoundError: No module named 'cutlass'"
                        for key in CUTE_DSL})
@@ -125,10 +127,14 @@ ATTN_JIT = ["flashinfer.nvfp4_attention_sm120:nvfp4_attention_sm120_fwd",
             "flashinfer.prefill:_fmha_v2_prefill_sm120_run"] + [
     "flashinfer.attn_scores.attn_scores:" + name
     for name in ("fp8_paged_mqa_logits", "fp4_paged_mqa_logits")]
+# The SM120/SM121 b12x fused MoE (0.6.16 on): CUDA version check, data_ptr()-keyed caches and
+# CuTe DSL launches in the public body. 0.7.4's module imports without `cutlass` (swept
+# here too); 0.6.16's package imports it on the way (cute_dsl/utils.py): CUTE_DSL.
+B12X = ["flashinfer.fused_moe.cute_dsl.b12x_moe:b12x_fused_moe"]
 # Both sweep releases have these; 0.7.4 the rest.
 BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + JIT_CALLS + CUDNN_GEMMS + NVFP4_ATTN
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + QSA + CUDNN_0_7
-       + ATTN_JIT + [
+       + ATTN_JIT + B12X + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 

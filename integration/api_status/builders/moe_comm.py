@@ -248,6 +248,20 @@ def _cute_function(op, weights, **options):
     return build
 
 
+def _b12x_function(t, fi):
+    """b12x_fused_moe as a caller with its own output buffer calls it (as _cute_function
+    does), and without one (the result FlashInfer allocates): dynafold's boundary takes both
+    (hooks/op_corrections.py)."""
+    given = _cute_function("b12x_fused_moe", _b12x_nvfp4)(t, fi)
+    kwargs = _b12x_nvfp4(t)
+
+    def moe(token_selected_experts, token_final_scales):
+        return fi.b12x_fused_moe(token_selected_experts=token_selected_experts,
+                                 token_final_scales=token_final_scales, num_experts=E,
+                                 top_k=TOP_K, **kwargs)
+    return {"output given": given, "no output": (moe, given[1])}
+
+
 def _cute_wrapper(cls, weights, **config):
     """A wrapper made at load time (sized for up to 16 tokens where it asks), then run()."""
     def build(t, fi):
@@ -581,7 +595,7 @@ BUILDERS = {
     "cute_dsl_fused_moe_mxfp8_mxfp4": _cute_function("cute_dsl_fused_moe_mxfp8_mxfp4",
                                                      _cute_mxfp8_mxfp4),
     "cute_dsl_fused_moe_bf16": _cute_function("cute_dsl_fused_moe_bf16", _cute_bf16),
-    "b12x_fused_moe": _cute_function("b12x_fused_moe", _b12x_nvfp4),
+    "b12x_fused_moe": _b12x_function,
     # Without CUDA graphs (SGLang's --disable-cuda-graph): with them, the constructor makes
     # its streams and events, which ask the driver this machine lacks.
     "CuteDslMoEWrapper.run": _cute_wrapper("CuteDslMoEWrapper", _cute_nvfp4,
