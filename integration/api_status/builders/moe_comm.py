@@ -201,13 +201,15 @@ def _cute_nvfp4(t):
                 w2_weight_sf=t(E, H, I // 16, dtype=FP8), w2_alpha=t(E, dtype=F32))
 
 
-def _mma_scales(rows, columns):
-    """E8M0 weight scales in the MMA layout FlashInfer's W4A8 check asks for (a strided
-    [32, 4, row tiles, 4, K tiles, E] view, fused_moe.py validate_w4a8_inputs)."""
-    m_tiles, k_tiles = rows // 128, columns // 128
+def _mma_scales(rows, columns, vec=32, dtype=U8):
+    """Weight scales (one per `vec` columns; E8M0 per 32 by default) in the MMA layout
+    FlashInfer's W4A8 check asks for (a strided [32, 4, row tiles, 4, K tiles, E] view,
+    fused_moe.py validate_w4a8_inputs) and b12x reads (E4M3 per 16: moe_dispatch.py
+    _get_weight_views, convert_sf_from_mma_layout)."""
+    m_tiles, k_tiles = rows // 128, columns // (vec * 4)
     return torch.empty_strided((32, 4, m_tiles, 4, k_tiles, E),
                                (16, 4, k_tiles * 512, 1, 512, m_tiles * k_tiles * 512),
-                               dtype=U8, device="cuda")
+                               dtype=dtype, device="cuda")
 
 
 def _cute_mxfp8_mxfp4(t):
@@ -224,10 +226,12 @@ def _cute_bf16(t):
 
 
 def _b12x_nvfp4(t):
-    # bf16 activations quantized inside; FP4 weights with NVFP4 scales
+    # bf16 activations quantized inside; FP4 weights with NVFP4 scales (E4M3 per 16) in the
+    # MMA layout
     return dict(x=t(M, H, dtype=BF16), w1_weight=t(E, 2 * I, H // 2, dtype=U8),
-                w1_weight_sf=t(E, 2 * I, H // 16, dtype=FP8),
-                w2_weight=t(E, H, I // 2, dtype=U8), w2_weight_sf=t(E, H, I // 16, dtype=FP8),
+                w1_weight_sf=_mma_scales(2 * I, H, vec=16, dtype=FP8),
+                w2_weight=t(E, H, I // 2, dtype=U8),
+                w2_weight_sf=_mma_scales(H, I, vec=16, dtype=FP8),
                 w1_alpha=t(E, dtype=F32), w2_alpha=t(E, dtype=F32),
                 fc2_input_scale=t(E, dtype=F32))
 
