@@ -491,6 +491,18 @@ EXTRA_DECLARATIONS = [
     # `cu_seqlens_cpu` narrowed, hooks/op_narrowing.py).
     ("flashinfer.gdn_prefill", "chunk_gated_delta_rule", "flashinfer::chunk_gated_delta_rule",
      ("initial_state", "state_checkpoints"), None),
+    # b12x_fused_moe (0.6.16 on, SM120/SM121 NVFP4/MXFP4/W4A16 fused MoE): the public body
+    # asks nvcc for the CUDA version (get_cuda_version, folded to a constant under compile),
+    # then blackwell_sm12x/moe_dispatch.py launch_sm120_moe picks micro, static or dynamic from
+    # the routed row count, caches weight views and workspaces keyed by the weights'
+    # data_ptr() (no trace can read an address), compiles its CuTe DSL kernels and launches
+    # them: the public function is the boundary. Every path writes only `output` (the
+    # caller's, or the (num_tokens, hidden_size) bfloat16 tensor the body allocates) and
+    # returns it; the workspaces and converted scales are FlashInfer's own module-level
+    # caches, never a caller's tensor (hooks/op_corrections.py `result_is_given`, woken with
+    # and without `output`; the fake is hooks/op_fakes.py's).
+    ("flashinfer.fused_moe.cute_dsl.b12x_moe", "b12x_fused_moe",
+     "flashinfer::b12x_fused_moe", (), None),
     # BatchMLAPagedAttentionWrapper.run (SGLang's flashinfer_mla backend; FA2/FA3) calls its
     # JIT module's tvm_ffi `run` itself, outside any declared op (0.6.16 mla/_core.py:1942,
     # 0.7.2 mla/_batch_mla/_backends/_fa_common.py:762, 0.7.4 :777). Under compile that

@@ -219,6 +219,13 @@ CORRECTIONS = {
     ("flashinfer.gemm.gemm_svdquant", "mm_nvfp4_svdquant"): {
         "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },
+    # dynafold's declaration of b12x_fused_moe (hooks/dormant_ops.py): every backend
+    # (micro, static, dynamic, W4A16) ends `return scatter_output`, which is `output`, the
+    # caller's when given, else the one the public body allocates
+    # (fused_moe/cute_dsl/blackwell_sm12x/moe_dispatch.py, moe_w4a16_kernel.py run_w4a16_moe).
+    ("flashinfer.fused_moe.cute_dsl.b12x_moe", "b12x_fused_moe"): {
+        "result_is_given": {"argument": "output", "form": "itself", "fresh_otherwise": True},
+    },
     # dynafold's declarations of bmm_mxfp8, the grouped GEMMs and cuDNN Frost's GEMM1 + SwiGLU:
     # each returns `out`, the caller's when given, else one it allocates.
     ("flashinfer.gemm.gemm_base", "bmm_mxfp8"): {

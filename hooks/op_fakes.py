@@ -174,6 +174,16 @@ def _mm_fp4(values):
     return a.new_empty((a.shape[0], b.shape[1]), dtype=values["out_dtype"])
 
 
+def _b12x_fused_moe(values):
+    """`b12x_fused_moe`'s fresh result (no `output` given), as its body allocates it
+    (0.6.16-0.7.4 cute_dsl/b12x_moe.py): torch.empty((num_tokens, hidden_size), output_dtype),
+    num_tokens = token_selected_experts.size(0), hidden_size = x.size(1) (FlashInfer refuses
+    any output_dtype but bfloat16)."""
+    x = values["x"]
+    return x.new_empty((values["token_selected_experts"].size(0), x.size(1)),
+                       dtype=values["output_dtype"])
+
+
 def _bmm_bf16(values):
     """`bmm_bf16`'s fresh result (no `out` given), as its body allocates it (0.6.16-0.7.4):
     (A.shape[0], A.shape[1], B.shape[2]) of `out_dtype`, contiguous."""
@@ -652,6 +662,10 @@ BY_NAME = {
     # dynafold's own declaration of the public mm_fp4 (hooks/dormant_ops.py), called without
     # `out` (with it, its operator returns nothing: hooks/op_corrections.py).
     "flashinfer::mm_fp4": (_mm_fp4, ("a", "b", "out_dtype")),
+    # dynafold's own declaration of b12x_fused_moe (hooks/dormant_ops.py), called without
+    # `output` (with it, the operator writes the caller's: hooks/op_corrections.py).
+    "flashinfer::b12x_fused_moe": (
+        _b12x_fused_moe, ("x", "token_selected_experts", "output_dtype")),
     # dynafold's declarations of the other autotuned dense GEMMs, called without `out`:
     # mm_bf16 and mm_mxfp8 allocate as mm_fp4 does.
     "flashinfer::mm_bf16": (_mm_fp4, ("a", "b", "out_dtype")),

@@ -276,6 +276,28 @@ NO_SCHEMA = {
 }
 
 
+# Wrapper methods whose state no dynafold boundary can hold, by op name, for the error their
+# construction stops at here.
+WRAPPER_HELD_STATE = {
+    # b12x_moe.py B12xMoEWrapper (0.6.16-0.7.4): its constructor asks nvcc for CUDA 13.
+    # run() reads the weights' data_ptr() for its cached weight views (and the folded FC1
+    # alpha, refreshed in place for inference tensors), picks its pre-allocated workspace per
+    # token count, and, built with use_cuda_graph=True (as servers build it), returns
+    # `self._moe_output[:num_tokens]`, a view of the wrapper's own buffer that the next call
+    # overwrites: a fresh operator result would differ from eager once a result is kept
+    # across calls, and no schema can take the wrapper.
+    "B12xMoEWrapper.run": (
+        r"b12x fused MoE requires CUDA (\d+)",
+        "B12xMoEWrapper(...) asks for CUDA {0} (this machine's stand-in nvcc says 12.8; built "
+        "for SM120/SM121 only), so no wrapper is made here; past it, run() reads the weights' "
+        "data_ptr() for its cached weight views and, built with use_cuda_graph=True, returns "
+        "a view of the wrapper's own output buffer (self._moe_output[:num_tokens]) that the "
+        "next call overwrites: no operator can return that alias of wrapper state (a fresh "
+        "result would differ from eager once a result is kept), so dynafold makes no "
+        "boundary of run(), a break on a GPU too; b12x_fused_moe, the functional API, is one"),
+}
+
+
 def reason(error, eager=(), frames=(), op=None):
     """The named reason for `error` (a string), or None. `eager`: where FlashInfer's Python,
     run eagerly, stopped (trace_all.eager_error): where the trace died inside dynafold's
@@ -307,6 +329,9 @@ def _reason(error, eager, frames, op):
     if (op or "").rsplit(".", 1)[-1] in CALLER_HELD_MODULES and re.search(
             r"jit_module\.", error or ""):
         return CALLER_HELD_MODULES[op.rsplit(".", 1)[-1]]
+    held = WRAPPER_HELD_STATE.get(op or "")
+    if held and re.search(held[0], error or ""):
+        return held[1].format(*re.search(held[0], error).groups())
     for pattern, text in RULES:
         m = re.search(pattern, error or "")
         if m:

@@ -60,6 +60,8 @@ CUTE_DSL = [
     "flashinfer.cute_dsl.add_rmsnorm_fp4quant:add_rmsnorm_fp4quant",
     # GDN prefill (every release; gdn_prefill.py imports its CuTe DSL kernels at load).
     "flashinfer.gdn_prefill:chunk_gated_delta_rule",
+    # (0.6.16's package imports `cutlass` on the way; 0.7.4's is swept in both environments)
+    "flashinfer.fused_moe.cute_dsl.b12x_moe:b12x_fused_moe",
 ]
 # Those only 0.7.x has: the SM90 CuTe DSL MoE and the deprecated SM100 MXFP8 x MXFP4 entry.
 CUTE_DSL_0_7 = ["flashinfer.fused_moe.cute_dsl.sm90_fused_moe:cute_dsl_fused_moe_bf16",
@@ -151,11 +153,15 @@ ATTN_JIT = ["flashinfer.nvfp4_attention_sm120:nvfp4_attention_sm120_fwd",
 # 0.7.x's AlphaMoE NVFP4 entry points (data_ptr() checks and route choice before their ops).
 ALPHAMOE = ["flashinfer.fused_moe.alphamoe_nvfp4_sm100:" + name for name in (
     "alphamoe_nvfp4_aligned_moe", "alphamoe_nvfp4_routed_moe")]
+# The SM120/SM121 b12x fused MoE (0.6.16 on): CUDA version check, data_ptr()-keyed caches and
+# CuTe DSL launches in the public body. 0.7.4's module imports without `cutlass` (swept
+# here too); 0.6.16's package imports it on the way (cute_dsl/utils.py): CUTE_DSL.
+B12X = ["flashinfer.fused_moe.cute_dsl.b12x_moe:b12x_fused_moe"]
 # Both sweep releases have these; 0.7.4 the rest.
 BOTH = (NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + MONO + JIT_CALLS + CUDNN_GEMMS
         + NVFP4_ATTN)
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + QSA + CUDNN_0_7
-       + ATTN_JIT + ALPHAMOE + MLA_KV_PACK + STATE_POOLS + CAKE_SAMPLING + [
+       + ATTN_JIT + B12X + ALPHAMOE + MLA_KV_PACK + STATE_POOLS + CAKE_SAMPLING + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 

@@ -201,13 +201,15 @@ def _cute_nvfp4(t):
                 w2_weight_sf=t(E, H, I // 16, dtype=FP8), w2_alpha=t(E, dtype=F32))
 
 
-def _mma_scales(rows, columns):
-    """E8M0 weight scales in the MMA layout FlashInfer's W4A8 check asks for (a strided
-    [32, 4, row tiles, 4, K tiles, E] view, fused_moe.py validate_w4a8_inputs)."""
-    m_tiles, k_tiles = rows // 128, columns // 128
+def _mma_scales(rows, columns, vec=32, dtype=U8):
+    """Weight scales (one per `vec` columns; E8M0 per 32 by default) in the MMA layout
+    FlashInfer's W4A8 check asks for (a strided [32, 4, row tiles, 4, K tiles, E] view,
+    fused_moe.py validate_w4a8_inputs) and b12x reads (E4M3 per 16: moe_dispatch.py
+    _get_weight_views, convert_sf_from_mma_layout)."""
+    m_tiles, k_tiles = rows // 128, columns // (vec * 4)
     return torch.empty_strided((32, 4, m_tiles, 4, k_tiles, E),
                                (16, 4, k_tiles * 512, 1, 512, m_tiles * k_tiles * 512),
-                               dtype=U8, device="cuda")
+                               dtype=dtype, device="cuda")
 
 
 def _cute_mxfp8_mxfp4(t):
@@ -224,10 +226,12 @@ def _cute_bf16(t):
 
 
 def _b12x_nvfp4(t):
-    # bf16 activations quantized inside; FP4 weights with NVFP4 scales
+    # bf16 activations quantized inside; FP4 weights with NVFP4 scales (E4M3 per 16) in the
+    # MMA layout
     return dict(x=t(M, H, dtype=BF16), w1_weight=t(E, 2 * I, H // 2, dtype=U8),
-                w1_weight_sf=t(E, 2 * I, H // 16, dtype=FP8),
-                w2_weight=t(E, H, I // 2, dtype=U8), w2_weight_sf=t(E, H, I // 16, dtype=FP8),
+                w1_weight_sf=_mma_scales(2 * I, H, vec=16, dtype=FP8),
+                w2_weight=t(E, H, I // 2, dtype=U8),
+                w2_weight_sf=_mma_scales(H, I, vec=16, dtype=FP8),
                 w1_alpha=t(E, dtype=F32), w2_alpha=t(E, dtype=F32),
                 fc2_input_scale=t(E, dtype=F32))
 
@@ -246,6 +250,20 @@ def _cute_function(op, weights, **options):
                       **{out: moe_output}, **kwargs)
         return moe, tuple(_routed(t).values())
     return build
+
+
+def _b12x_function(t, fi):
+    """b12x_fused_moe as a caller with its own output buffer calls it (as _cute_function
+    does), and without one (the result FlashInfer allocates): dynafold's boundary takes both
+    (hooks/op_corrections.py)."""
+    given = _cute_function("b12x_fused_moe", _b12x_nvfp4)(t, fi)
+    kwargs = _b12x_nvfp4(t)
+
+    def moe(token_selected_experts, token_final_scales):
+        return fi.b12x_fused_moe(token_selected_experts=token_selected_experts,
+                                 token_final_scales=token_final_scales, num_experts=E,
+                                 top_k=TOP_K, **kwargs)
+    return {"output given": given, "no output": (moe, given[1])}
 
 
 def _cute_wrapper(cls, weights, **config):
@@ -591,7 +609,7 @@ BUILDERS = {
     "cute_dsl_fused_moe_mxfp8_mxfp4": _cute_function("cute_dsl_fused_moe_mxfp8_mxfp4",
                                                      _cute_mxfp8_mxfp4),
     "cute_dsl_fused_moe_bf16": _cute_function("cute_dsl_fused_moe_bf16", _cute_bf16),
-    "b12x_fused_moe": _cute_function("b12x_fused_moe", _b12x_nvfp4),
+    "b12x_fused_moe": _b12x_function,
     # Without CUDA graphs (SGLang's --disable-cuda-graph): with them, the constructor makes
     # its streams and events, which ask the driver this machine lacks.
     "CuteDslMoEWrapper.run": _cute_wrapper("CuteDslMoEWrapper", _cute_nvfp4,
