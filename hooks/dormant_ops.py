@@ -191,6 +191,18 @@ EXTRA_DECLARATIONS = [
       for name in ("gemm_fp8_nt_groupwise", "group_gemm_fp8_nt_groupwise",
                    "group_gemm_mxfp8_mxfp4_nt_groupwise", "group_gemm_nvfp4_nt_groupwise",
                    "fp8_blockscale_gemm_sm90")),
+    # The DeepGEMM grouped FP8 GEMMs (0.6.16 on, SM100 family) and 0.7.x's contiguous CuTe DSL
+    # one call their kernel in the public function's own body: deep_gemm.py builds
+    # cuda-python driver structs per call (cuTensorMapEncodeTiled: `type.__new__`, which
+    # Dynamo cannot trace) and loads its runtime-compiled kernel;
+    # group_gemm_fp8_nt_groupwise_contiguous checks every tensor's data_ptr() alignment and
+    # compiles its CuTe DSL kernel; 0.7.x batch_deepgemm_fp8_nt_groupwise's "cake" backend
+    # builds its program per call. Each kernel writes only `out` (DeepGEMM's transformed
+    # scales and the Cake workspace are fresh per call) and each returns `out`, the caller's
+    # when given (hooks/op_corrections.py); fakes are hooks/op_fakes.py's.
+    *(("flashinfer.gemm.gemm_base", name, f"flashinfer::{name}", (), None)
+      for name in ("group_deepgemm_fp8_nt_groupwise", "batch_deepgemm_fp8_nt_groupwise",
+                   "group_gemm_fp8_nt_groupwise_contiguous")),
     # SVDQuant (0.6.16 on): mm_nvfp4_svdquant builds autotuner runners per call (one operator,
     # like mm_fp4: writes and returns `out`); nvfp4_quantize_smooth checks data_ptr()
     # alignment and calls its JIT kernel in its body, two fresh results. svdquant_linear is

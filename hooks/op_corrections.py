@@ -188,7 +188,8 @@ CORRECTIONS = {
        for name in ("mm_bf16", "bmm_bf16", "mm_mxfp8", "tgv_gemm_sm100",
                     "gemm_fp8_nt_groupwise", "group_gemm_fp8_nt_groupwise",
                     "group_gemm_mxfp8_mxfp4_nt_groupwise", "group_gemm_nvfp4_nt_groupwise",
-                    "fp8_blockscale_gemm_sm90")},
+                    "fp8_blockscale_gemm_sm90", "group_deepgemm_fp8_nt_groupwise",
+                    "batch_deepgemm_fp8_nt_groupwise", "group_gemm_fp8_nt_groupwise_contiguous")},
     ("flashinfer.gemm.gemm_svdquant", "mm_nvfp4_svdquant"): {
         "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },

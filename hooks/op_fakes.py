@@ -202,9 +202,18 @@ def _gemm_fp8_nt_groupwise(values):
 
 def _group_gemm_nt_groupwise(values):
     """The grouped FP8 / MXFP4 / NVFP4 GEMMs' fresh result (no `out`): (cum_m, n) with `b`
-    (batch, n, k or k/2), of `out_dtype` or bfloat16 (0.6.16-0.7.4)."""
+    (batch, n, k or k/2), of `out_dtype` or bfloat16 (0.6.16-0.7.4; DeepGEMM's contiguous one
+    and 0.7.x's contiguous CuTe DSL one allocate the same)."""
     a, b = values["a"], values["b"]
     return a.new_empty((a.shape[0], b.shape[1]), dtype=_out_dtype_or_bf16(values))
+
+
+def _batch_deepgemm_fp8_nt_groupwise(values):
+    """`batch_deepgemm_fp8_nt_groupwise`'s fresh result (no `out`): (batch, m, n) with `a`
+    (batch, m, k) and `b` (batch, n, k), of `out_dtype` or bfloat16 (0.6.16-0.7.4, both
+    backends: gemm_base.py `torch.empty(a.shape[0], a.shape[1], b.shape[1])`)."""
+    a, b = values["a"], values["b"]
+    return a.new_empty((a.shape[0], a.shape[1], b.shape[1]), dtype=_out_dtype_or_bf16(values))
 
 
 def _fp8_blockscale_gemm_sm90(values):
@@ -450,7 +459,10 @@ BY_NAME = {
     "flashinfer::gemm_fp8_nt_groupwise": (_gemm_fp8_nt_groupwise, ("a", "b", "out_dtype")),
     **{f"flashinfer::{name}": (_group_gemm_nt_groupwise, ("a", "b", "out_dtype"))
        for name in ("group_gemm_fp8_nt_groupwise", "group_gemm_mxfp8_mxfp4_nt_groupwise",
-                    "group_gemm_nvfp4_nt_groupwise")},
+                    "group_gemm_nvfp4_nt_groupwise", "group_deepgemm_fp8_nt_groupwise",
+                    "group_gemm_fp8_nt_groupwise_contiguous")},
+    "flashinfer::batch_deepgemm_fp8_nt_groupwise": (
+        _batch_deepgemm_fp8_nt_groupwise, ("a", "b", "out_dtype")),
     "flashinfer::fp8_blockscale_gemm_sm90": (
         _fp8_blockscale_gemm_sm90, ("input", "weight", "out_dtype")),
     "flashinfer::mm_nvfp4_svdquant": (_mm_nvfp4_svdquant, ("a", "b")),

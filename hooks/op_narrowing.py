@@ -520,7 +520,13 @@ def given_result(fn, hints, spec):
     given.gives_back = (form, [name for _, name, _ in given.kept].index(argument))
     out = [given]
     if spec.get("fresh_otherwise"):
-        fresh = Narrowing.of(fn, hints, fits={argument: _fits_none, **conditions})
+        # With the form "itself" the result is the buffer or the one the function allocates
+        # in its place: a Tensor, also where FlashInfer wrote no return annotation (the
+        # DeepGEMM grouped GEMMs' `return out`).
+        result = (torch.Tensor if form == "itself" and "return" not in hints
+                  else inspect.Parameter.empty)
+        fresh = Narrowing.of(fn, hints, fits={argument: _fits_none, **conditions},
+                             result=result)
         if isinstance(fresh, str):
             return fresh
         fresh.suffix = "_fresh"

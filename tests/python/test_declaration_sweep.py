@@ -79,10 +79,12 @@ GATED_NORMS = ["flashinfer.norm:" + name for name in (
 # top_k (every release): its backend choice and CUB workspace query in the public body.
 TOP_K = ["flashinfer.topk:top_k"]
 # The GEMMs whose public function calls its JIT kernel (0.6.16 on; tinygemm_bf16 reads
-# data_ptr() on 0.7.4), and SVDQuant's smooth quantizer.
+# data_ptr() on 0.7.4; the DeepGEMM ones build cuda-python driver structs), and SVDQuant's
+# smooth quantizer.
 GEMMS = ["flashinfer.gemm.gemm_base:" + name for name in (
     "gemm_fp8_nt_groupwise", "group_gemm_fp8_nt_groupwise", "group_gemm_mxfp8_mxfp4_nt_groupwise",
-    "group_gemm_nvfp4_nt_groupwise", "fp8_blockscale_gemm_sm90")] + [
+    "group_gemm_nvfp4_nt_groupwise", "fp8_blockscale_gemm_sm90",
+    "group_deepgemm_fp8_nt_groupwise", "batch_deepgemm_fp8_nt_groupwise")] + [
     "flashinfer.gemm.gemm_svdquant:nvfp4_quantize_smooth", "flashinfer.gemm.routergemm:tinygemm_bf16"]
 # 0.7.x's public fused SwiGLU MXFP8 quantizers (data_ptr() checks before the kernel).
 GATED_ACT = ["flashinfer.gated_act_mxfp8:" + name for name in (
@@ -104,7 +106,9 @@ JIT_CALLS = ["_dynafold_attention_plans:" + name for name in (
 KDA = ["flashinfer.kda_decode:fused_kda_decode", "flashinfer.kda_decode:packed_kda_decode"]
 # Both sweep releases have these; 0.7.4 the rest.
 BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + JIT_CALLS
-OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + [
+# 0.7.x's contiguous CuTe DSL grouped GEMM (data_ptr() checks in the public body).
+GEMMS_07 = ["flashinfer.gemm.gemm_base:group_gemm_fp8_nt_groupwise_contiguous"]
+OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + GEMMS_07 + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
