@@ -203,6 +203,15 @@ EXTRA_DECLARATIONS = [
     *(("flashinfer.gemm.gemm_base", name, f"flashinfer::{name}", (), None)
       for name in ("group_deepgemm_fp8_nt_groupwise", "batch_deepgemm_fp8_nt_groupwise",
                    "group_gemm_fp8_nt_groupwise_contiguous")),
+    # 0.7.4's Cake LoRA GEMMs (cake_quant_lora_gemm.py: FP8 on SM90/SM100, NVFP4 on SM100)
+    # pick their generated program from shape, arch and SM count and build and load its JIT
+    # module (os.lstat on its sources) in the public body (`_run`), outside any declared op,
+    # so the public function is the boundary. The program stores only `out` (the LoRA carrier
+    # it passes without an adapter is FlashInfer's zeroed per-device cache, never read) and
+    # the function returns `out`, the caller's when given (hooks/op_corrections.py).
+    # mm_nvfp4_lora's prepared adapter (a dataclass) is narrowed to None (hooks/op_narrowing.py).
+    *(("flashinfer.gemm.cake_quant_lora_gemm", name, f"flashinfer::{name}", (), None)
+      for name in ("mm_fp8_lora", "mm_nvfp4_lora")),
     # SVDQuant (0.6.16 on): mm_nvfp4_svdquant builds autotuner runners per call (one operator,
     # like mm_fp4: writes and returns `out`); nvfp4_quantize_smooth checks data_ptr()
     # alignment and calls its JIT kernel in its body, two fresh results. svdquant_linear is

@@ -190,6 +190,11 @@ CORRECTIONS = {
                     "group_gemm_mxfp8_mxfp4_nt_groupwise", "group_gemm_nvfp4_nt_groupwise",
                     "fp8_blockscale_gemm_sm90", "group_deepgemm_fp8_nt_groupwise",
                     "batch_deepgemm_fp8_nt_groupwise", "group_gemm_fp8_nt_groupwise_contiguous")},
+    # dynafold's declarations of 0.7.4's Cake LoRA GEMMs: `_run` returns `out`, the caller's
+    # when given, else a bfloat16 (m, n) it allocates (cake_quant_lora_gemm.py).
+    **{("flashinfer.gemm.cake_quant_lora_gemm", name): {
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True}}
+       for name in ("mm_fp8_lora", "mm_nvfp4_lora")},
     ("flashinfer.gemm.gemm_svdquant", "mm_nvfp4_svdquant"): {
         "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },

@@ -216,6 +216,14 @@ def _batch_deepgemm_fp8_nt_groupwise(values):
     return a.new_empty((a.shape[0], a.shape[1], b.shape[1]), dtype=_out_dtype_or_bf16(values))
 
 
+def _cake_lora_gemm(values):
+    """0.7.4's `mm_fp8_lora` / `mm_nvfp4_lora` fresh result (no `out`): `_run`'s
+    `torch.empty((m, n), dtype=torch.bfloat16)`, m = a.shape[0], n = b.shape[0]
+    (gemm/cake_quant_lora_gemm.py)."""
+    a, b = values["a"], values["b"]
+    return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16)
+
+
 def _fp8_blockscale_gemm_sm90(values):
     """`fp8_blockscale_gemm_sm90`'s fresh result (no `out`): (M, N) of `out_dtype` or
     bfloat16, `weight` being (N, K)."""
@@ -461,6 +469,8 @@ BY_NAME = {
        for name in ("group_gemm_fp8_nt_groupwise", "group_gemm_mxfp8_mxfp4_nt_groupwise",
                     "group_gemm_nvfp4_nt_groupwise", "group_deepgemm_fp8_nt_groupwise",
                     "group_gemm_fp8_nt_groupwise_contiguous")},
+    **{f"flashinfer::{name}": (_cake_lora_gemm, ("a", "b"))
+       for name in ("mm_fp8_lora", "mm_nvfp4_lora")},
     "flashinfer::batch_deepgemm_fp8_nt_groupwise": (
         _batch_deepgemm_fp8_nt_groupwise, ("a", "b", "out_dtype")),
     "flashinfer::fp8_blockscale_gemm_sm90": (

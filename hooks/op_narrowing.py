@@ -118,6 +118,10 @@ NARROWED = {
     # hooks/attention_plans.py), the same.
     **{f"plan_info_vec_{part}": Rule(torch.Tensor, _fits_a_tensor, applies=_is_int_list,
                                      restore=_as_ints) for part in ("p", "d")},
+    # 0.7.4's mm_nvfp4_lora (dynafold's declaration): its prepared LoRA adapter, a dataclass
+    # holding device tensors (no schema type), narrowed to None (no adapter, FlashInfer's
+    # default); a call with an adapter is traced as shipped.
+    "lora_adapter": Rule(None, _fits_none),
 }
 # Parameters a fake may lack (added to the kernel after its fake was written) because they cannot
 # change the result's shape, dtype or strides: the random stream's position.

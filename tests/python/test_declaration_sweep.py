@@ -106,8 +106,10 @@ JIT_CALLS = ["_dynafold_attention_plans:" + name for name in (
 KDA = ["flashinfer.kda_decode:fused_kda_decode", "flashinfer.kda_decode:packed_kda_decode"]
 # Both sweep releases have these; 0.7.4 the rest.
 BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + JIT_CALLS
-# 0.7.x's contiguous CuTe DSL grouped GEMM (data_ptr() checks in the public body).
-GEMMS_07 = ["flashinfer.gemm.gemm_base:group_gemm_fp8_nt_groupwise_contiguous"]
+# 0.7.x's contiguous CuTe DSL grouped GEMM (data_ptr() checks in the public body) and 0.7.4's
+# Cake LoRA GEMMs (program choice and JIT loading in the public body).
+GEMMS_07 = ["flashinfer.gemm.gemm_base:group_gemm_fp8_nt_groupwise_contiguous"] + [
+    "flashinfer.gemm.cake_quant_lora_gemm:" + name for name in ("mm_fp8_lora", "mm_nvfp4_lora")]
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + GEMMS_07 + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
