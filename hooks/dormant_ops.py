@@ -337,6 +337,12 @@ EXTRA_DECLARATIONS = [
     ("_dynafold_attention_plans", "batch_pod_run", "flashinfer::batch_pod_run_jit",
      ("float_workspace_buffer_p", "o_p", "maybe_lse_p", "float_workspace_buffer_d", "o_d",
       "maybe_lse_d", "sm_aware_sched"), None),
+    # expand_csf_scales (0.7.4) calls its JIT module's tvm_ffi `csf_expand` in its own body
+    # (`get_quantization_module().csf_expand(...)`, quantization/csf.py), outside any declared
+    # op, with the matrices held in a CsfScales NamedTuple no schema can take. Under compile
+    # the loader gives a stand-in whose `csf_expand` is dynafold's declaration
+    # (hooks/attention_plans.py); the kernel writes only `out`, its view declared mutable.
+    ("_dynafold_attention_plans", "csf_expand", "flashinfer::csf_expand_jit", ("out",), None),
 ]
 
 class _Declared:

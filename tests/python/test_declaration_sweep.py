@@ -110,7 +110,9 @@ BOTH = NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + JIT_CALLS
 # Cake LoRA GEMMs (program choice and JIT loading in the public body).
 GEMMS_07 = ["flashinfer.gemm.gemm_base:group_gemm_fp8_nt_groupwise_contiguous"] + [
     "flashinfer.gemm.cake_quant_lora_gemm:" + name for name in ("mm_fp8_lora", "mm_nvfp4_lora")]
-OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + GEMMS_07 + [
+# 0.7.4's expand_csf_scales: its quantization JIT module's `csf_expand`, called in its body.
+CSF = ["_dynafold_attention_plans:csf_expand"]
+OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + GEMMS_07 + CSF + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
