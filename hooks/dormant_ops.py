@@ -212,6 +212,15 @@ EXTRA_DECLARATIONS = [
     # mm_nvfp4_lora's prepared adapter (a dataclass) is narrowed to None (hooks/op_narrowing.py).
     *(("flashinfer.gemm.cake_quant_lora_gemm", name, f"flashinfer::{name}", (), None)
       for name in ("mm_fp8_lora", "mm_nvfp4_lora")),
+    # mm_bf16_fp4 (W4A16, 0.6.16 on) dispatches on `backend` in its body to a cuDNN graph, a
+    # CuTe DSL kernel (a class defined per call, cute.compile) or, 0.7.x, the native CuTe DSL
+    # runner and the Blackwell generated programs (JIT modules loaded per call, os.lstat),
+    # outside any declared op, so the public function is the boundary. Every backend writes
+    # only `out` (workspaces and split-K partials are FlashInfer's caches or per-call
+    # tensors) and returns it, the caller's when given (hooks/op_corrections.py); the fake
+    # is hooks/op_fakes.py's. Its required keyword-only `backend` follows `alpha=None`
+    # (hooks/op_narrowing.py takes it positionally).
+    ("flashinfer.gemm.gemm_bf16_fp4", "mm_bf16_fp4", "flashinfer::mm_bf16_fp4", (), None),
     # SVDQuant (0.6.16 on): mm_nvfp4_svdquant builds autotuner runners per call (one operator,
     # like mm_fp4: writes and returns `out`); nvfp4_quantize_smooth checks data_ptr()
     # alignment and calls its JIT kernel in its body, two fresh results. svdquant_linear is

@@ -195,6 +195,12 @@ CORRECTIONS = {
     **{("flashinfer.gemm.cake_quant_lora_gemm", name): {
         "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True}}
        for name in ("mm_fp8_lora", "mm_nvfp4_lora")},
+    # dynafold's declaration of mm_bf16_fp4: every backend returns `out`, the caller's when
+    # given, else one it allocates (gemm_bf16_fp4_cudnn.py, _cute_dsl.py, _blackwell.py,
+    # kernels/native_bf16_fp4/runner.py: `return out`).
+    ("flashinfer.gemm.gemm_bf16_fp4", "mm_bf16_fp4"): {
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
+    },
     ("flashinfer.gemm.gemm_svdquant", "mm_nvfp4_svdquant"): {
         "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },

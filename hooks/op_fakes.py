@@ -9,6 +9,7 @@ appends parameters that do not change a result's shape, e.g. `is_global_scale_in
 """
 
 import inspect
+import sys
 
 import torch
 
@@ -222,6 +223,26 @@ def _cake_lora_gemm(values):
     (gemm/cake_quant_lora_gemm.py)."""
     a, b = values["a"], values["b"]
     return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16)
+
+
+def _mm_bf16_fp4(values):
+    """`mm_bf16_fp4`'s fresh result (no `out`): (a.shape[0], n) of `out_dtype` or a's dtype,
+    n as each backend reads it from its prepared weight: b.shape[1] // 2 for the packed
+    [K/tile, 2N] layouts (blackwell-tiled; cute-dsl off the SM100 family, and always on
+    0.6.16, which has no `_cute_dsl_uses_sm100_layout`), else b.shape[0] ([N, K/2]: cudnn,
+    cute-dsl on SM100/103/107, cute-dsl-native, blackwell-native)."""
+    a, b, backend = values["a"], values["b"], values["backend"]
+    packed = backend == "blackwell-tiled"
+    if backend == "cute-dsl":
+        uses_sm100 = getattr(sys.modules["flashinfer.gemm.gemm_bf16_fp4"],
+                             "_cute_dsl_uses_sm100_layout", None)
+        if uses_sm100 is None:
+            packed = True
+        else:
+            from flashinfer.utils import get_compute_capability
+            packed = not uses_sm100(*get_compute_capability(a.device))
+    n = b.shape[1] // 2 if packed else b.shape[0]
+    return a.new_empty((a.shape[0], n), dtype=values["out_dtype"] or a.dtype)
 
 
 def _fp8_blockscale_gemm_sm90(values):
@@ -471,6 +492,7 @@ BY_NAME = {
                     "group_gemm_fp8_nt_groupwise_contiguous")},
     **{f"flashinfer::{name}": (_cake_lora_gemm, ("a", "b"))
        for name in ("mm_fp8_lora", "mm_nvfp4_lora")},
+    "flashinfer::mm_bf16_fp4": (_mm_bf16_fp4, ("a", "b", "backend", "out_dtype")),
     "flashinfer::batch_deepgemm_fp8_nt_groupwise": (
         _batch_deepgemm_fp8_nt_groupwise, ("a", "b", "out_dtype")),
     "flashinfer::fp8_blockscale_gemm_sm90": (

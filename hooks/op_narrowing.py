@@ -336,6 +336,7 @@ class Narrowing:
         suffix = ""
         positional = 0
         defaulted = False  # a parameter with a default came before
+        late_required = set()  # required keyword-only ones after it, declared optional
         variadic_at = None
         for index, param in enumerate(sig.parameters.values()):
             if variadic_at is not None:
@@ -350,14 +351,23 @@ class Narrowing:
                 # (0.7.4's mm_fp4 `batch_invariant`; fused_qk_rmsnorm_rope's `ppf`, ..., with
                 # no default; every parameter of 0.7.x's _prims_ts_fp8_block_scale_moe_impl,
                 # the defaulted ones last): the operator takes it positionally, in its place,
-                # and FlashInfer's function gets it by name. A required one after a defaulted
-                # one is refused below: no positional order takes both.
+                # and FlashInfer's function gets it by name.
                 param = param.replace(kind=param.POSITIONAL_OR_KEYWORD)
+            elif param.kind == param.KEYWORD_ONLY:
+                # A required one after a defaulted one (mm_bf16_fp4's `backend` after
+                # `alpha=None`): no positional order takes it without a default, so the
+                # operator declares it optional (default None) only for that; every call
+                # passes it (what Dynamo calls gives the operator every kept value), and
+                # FlashInfer's function gets it by name.
+                param = param.replace(kind=param.POSITIONAL_OR_KEYWORD, default=None)
+                late_required.add(param.name)
             else:
                 return "schema not expressible (variadic or keyword-only parameters)"
             names.append(param.name)
             defaulted = defaulted or param.default is not param.empty
             hint = hints.get(param.name, param.annotation)
+            if param.name in late_required:
+                hint = typing.Optional[hint]
             default = None if param.default is param.empty else param.default
             if param.name in split:
                 annotation, member = split[param.name]

@@ -85,7 +85,8 @@ GEMMS = ["flashinfer.gemm.gemm_base:" + name for name in (
     "gemm_fp8_nt_groupwise", "group_gemm_fp8_nt_groupwise", "group_gemm_mxfp8_mxfp4_nt_groupwise",
     "group_gemm_nvfp4_nt_groupwise", "fp8_blockscale_gemm_sm90",
     "group_deepgemm_fp8_nt_groupwise", "batch_deepgemm_fp8_nt_groupwise")] + [
-    "flashinfer.gemm.gemm_svdquant:nvfp4_quantize_smooth", "flashinfer.gemm.routergemm:tinygemm_bf16"]
+    "flashinfer.gemm.gemm_svdquant:nvfp4_quantize_smooth", "flashinfer.gemm.routergemm:tinygemm_bf16",
+    "flashinfer.gemm.gemm_bf16_fp4:mm_bf16_fp4"]
 # 0.7.x's public fused SwiGLU MXFP8 quantizers (data_ptr() checks before the kernel).
 GATED_ACT = ["flashinfer.gated_act_mxfp8:" + name for name in (
     "silu_and_mul_mxfp8_quantize", "silu_and_mul_mxfp8_quantize_backward")]
