@@ -164,6 +164,14 @@ EXTRA_DECLARATIONS = [
      "flashinfer::mxfp4_quantize_cute_dsl", (), None),
     ("flashinfer.quantization.kernels.mxfp8_quantize", "mxfp8_quantize_cute_dsl",
      "flashinfer::mxfp8_quantize_cute_dsl", (), None),
+    # The public per-token NVFP4 CuTe DSL quantizer (0.6.16 on) likewise compiles its kernel
+    # at call time (source hashing, cute.compile) and launches it in its body. It allocates its
+    # three results (fp4, block scales, per-token scales; `out_scale` is only read) and the
+    # kernel writes only them (docs/op-audit); the fake is hooks/op_fakes.py's. Its
+    # `nvfp4_4over6` (0.7.x) is narrowed to None, or left at its `_UNSET` default ("read the
+    # environment"), which FlashInfer's function then gets (hooks/op_narrowing.py variants).
+    ("flashinfer.quantization.kernels.nvfp4_quantize", "nvfp4_quantize_per_token_cute_dsl",
+     "flashinfer::nvfp4_quantize_per_token_cute_dsl", (), None),
     # mm_fp4 (SGLang's NVFP4 linear GEMM, every backend) as one operator, its backend checks
     # included: they import cuDNN and the CuTe DSL (importlib) and the body builds runners,
     # cuDNN graphs and JIT modules and takes the autotuner's lock. Its result is `out`, the

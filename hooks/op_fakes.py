@@ -245,6 +245,29 @@ def _mm_bf16_fp4(values):
     return a.new_empty((a.shape[0], n), dtype=values["out_dtype"] or a.dtype)
 
 
+def _nvfp4_quantize_per_token_cute_dsl(values):
+    """`nvfp4_quantize_per_token_cute_dsl`'s (fp4, scales, per-token scales): uint8 [M, K/2],
+    uint8 [scale_rows, padded_sf_cols] and float32 [M] (quantization/kernels/nvfp4_quantize.py,
+    0.6.16-0.7.4): linear keeps M rows and K/16 columns, 8x4 and 128x4 pad the rows to 8 or
+    128 and the columns to 4; 0.7.4's row groups (`rows_per_group` with `sf_rows_per_group`)
+    give each group of rows `sf_rows_per_group` scale rows."""
+    input, layout = values["input"], values["sf_layout"]
+    m, k = input.shape
+    sf_cols = k // 16
+    if layout == 2:  # SF_LAYOUT_LINEAR
+        rows = m
+    else:
+        tile = 8 if layout == 1 else 128  # SF_LAYOUT_8x4, SF_LAYOUT_128x4
+        rows = (m + tile - 1) // tile * tile
+        sf_cols = (sf_cols + 3) // 4 * 4
+    group, sf_group = values.get("rows_per_group"), values.get("sf_rows_per_group")
+    if sf_group is not None:
+        rows = (m + group - 1) // group * sf_group
+    return (input.new_empty((m, k // 2), dtype=torch.uint8),
+            input.new_empty((rows, sf_cols), dtype=torch.uint8),
+            input.new_empty((m,), dtype=torch.float32))
+
+
 def _fp8_blockscale_gemm_sm90(values):
     """`fp8_blockscale_gemm_sm90`'s fresh result (no `out`): (M, N) of `out_dtype` or
     bfloat16, `weight` being (N, K)."""
@@ -458,6 +481,8 @@ BY_NAME = {
         _cute_dsl_fp4(16, True), ("input", "sf_layout")),
     # ... and of the public MXFP4 and MXFP8 CuTe DSL quantizers.
     "flashinfer::mxfp4_quantize_cute_dsl": (_cute_dsl_fp4(32, False), ("input", "sf_layout")),
+    "flashinfer::nvfp4_quantize_per_token_cute_dsl": (
+        _nvfp4_quantize_per_token_cute_dsl, ("input", "sf_layout")),
     "flashinfer::mxfp8_quantize_cute_dsl": (
         _mxfp8_quantize_cute_dsl,
         ("input", "alignment", "is_sf_swizzled_layout", "is_sf_8x4_layout")),

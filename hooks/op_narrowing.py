@@ -40,6 +40,11 @@ def _object_default():
     narrowing's value (None, False, True, a tensor) is it, so the call is traced as shipped."""
 
 
+def _fits_object_default(value):
+    """A parameter left at its object default (`_object_default` in the call check)."""
+    return value is _object_default
+
+
 def _fits_none(value):
     return value is None
 
@@ -293,6 +298,15 @@ def variants(fn, hints, variadic=False):
         if isinstance(one, str):
             return one
         out.append(one)
+    # A parameter NARROWED leaves out whose default is an object (0.7.x's CuTe DSL NVFP4
+    # quantizers' `nvfp4_4over6=_UNSET`, "read the environment"): one more operator per split
+    # for the call that leaves it there, FlashInfer's function getting that default back.
+    for split in splits:
+        one = Narrowing.of(fn, hints, split, variadic=variadic, object_defaults=True)
+        if isinstance(one, str):
+            return one
+        if one is not None:
+            out.append(one)
     return out
 
 
@@ -320,7 +334,7 @@ class Narrowing:
 
     @classmethod
     def of(cls, fn, hints, split=None, fits=None, result=inspect.Parameter.empty,
-           variadic=False):
+           variadic=False, object_defaults=False):
         """The narrowing of `fn` (with `split`: parameter -> (annotation, member) for a Union
         parameter this variant takes as one member; `fits`: parameter -> check, for parameters
         the operator takes as they are but only with values that pass; `result`: the
@@ -337,6 +351,7 @@ class Narrowing:
         positional = 0
         defaulted = False  # a parameter with a default came before
         late_required = set()  # required keyword-only ones after it, declared optional
+        took_default = False  # (object_defaults) a left-out parameter at its object default
         variadic_at = None
         for index, param in enumerate(sig.parameters.values()):
             if variadic_at is not None:
@@ -414,6 +429,14 @@ class Narrowing:
                 # the environment"): Dynamo holds the checks as constants of through_op's
                 # closure, which it cannot make of an arbitrary object, so the check sees a
                 # stand-in that fits no value the rule gives back.
+                if object_defaults:
+                    # This variant (`variants`, "_default") takes the call that leaves it at
+                    # that default, and its kernel gives FlashInfer's function the default
+                    # itself, so the function resolves it per call as it does eagerly.
+                    checks.append((index, param.name, _object_default, _fits_object_default))
+                    dropped.append((index, param.default))
+                    took_default = True
+                    continue
                 checks.append((index, param.name, _object_default, rule.fits))
             else:
                 checks.append((index, param.name, default, rule.fits))
@@ -424,6 +447,10 @@ class Narrowing:
                     restores.append((len(kept), rule.restore))
                 kept.append((index, param.name, default))
                 params.append(param.replace(annotation=rule.annotation))
+        if object_defaults and not took_default:
+            return None  # no parameter left at an object default: no such variant
+        if took_default:
+            suffix += "_default"
         if result is inspect.Parameter.empty:
             result = hints.get("return", sig.return_annotation)
         if result is type(None):  # resolved `-> None`; torch's schemas take None itself
