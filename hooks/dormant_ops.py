@@ -172,6 +172,13 @@ EXTRA_DECLARATIONS = [
     # environment"), which FlashInfer's function then gets (hooks/op_narrowing.py variants).
     ("flashinfer.quantization.kernels.nvfp4_quantize", "nvfp4_quantize_per_token_cute_dsl",
      "flashinfer::nvfp4_quantize_per_token_cute_dsl", (), None),
+    # ... and the public NVFP4 one (0.6.16 on), whose body picks its TMA or vector kernel from
+    # shape and arch, compiles it and launches it: it allocates both results (or, 0.7.4, writes
+    # the caller's `out` pair, narrowed to None: hooks/op_narrowing.py) and the kernels write
+    # only them. 0.7.x's `global_scale: float | Tensor` gives an operator per member, each with
+    # `nvfp4_4over6` None or left at `_UNSET`. The fake is hooks/op_fakes.py's.
+    ("flashinfer.quantization.kernels.nvfp4_quantize", "nvfp4_quantize_cute_dsl",
+     "flashinfer::nvfp4_quantize_cute_dsl", (), None),
     # mm_fp4 (SGLang's NVFP4 linear GEMM, every backend) as one operator, its backend checks
     # included: they import cuDNN and the CuTe DSL (importlib) and the body builds runners,
     # cuDNN graphs and JIT modules and takes the autotuner's lock. Its result is `out`, the

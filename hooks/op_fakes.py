@@ -70,7 +70,8 @@ def _cute_dsl_fp4(sf_vec_size, silu_and_mul):
         `silu_and_mul_nvfp4_quantize_cute_dsl`, `mxfp4_quantize_cute_dsl`): the input (...,
         K) ((..., 2K) for SwiGLU) flattened to M rows; packed values (M, K/2) uint8; scales
         (rows, columns) uint8, K/sf_vec_size columns, padded to 4 and the rows to 128 (8 for
-        the 8x4 layout) unless the layout is linear (`sf_layout` 2)."""
+        the 8x4 layout) unless the layout is linear (`sf_layout` 2). `nvfp4_quantize_cute_dsl`
+        the same on its TMA and vector paths (a linear TMA result is cut back to M rows)."""
         input = values["input"]
         k = input.shape[-1] // 2 if silu_and_mul else input.shape[-1]
         m = 1
@@ -481,6 +482,7 @@ BY_NAME = {
         _cute_dsl_fp4(16, True), ("input", "sf_layout")),
     # ... and of the public MXFP4 and MXFP8 CuTe DSL quantizers.
     "flashinfer::mxfp4_quantize_cute_dsl": (_cute_dsl_fp4(32, False), ("input", "sf_layout")),
+    "flashinfer::nvfp4_quantize_cute_dsl": (_cute_dsl_fp4(16, False), ("input", "sf_layout")),
     "flashinfer::nvfp4_quantize_per_token_cute_dsl": (
         _nvfp4_quantize_per_token_cute_dsl, ("input", "sf_layout")),
     "flashinfer::mxfp8_quantize_cute_dsl": (

@@ -30,6 +30,7 @@ guarded constants, so a new plan does not recompile.
 
 import inspect
 import itertools
+import types
 import typing
 
 import torch
@@ -123,6 +124,10 @@ NARROWED = {
     # hooks/attention_plans.py), the same.
     **{f"plan_info_vec_{part}": Rule(torch.Tensor, _fits_a_tensor, applies=_is_int_list,
                                      restore=_as_ints) for part in ("p", "d")},
+    # 0.7.4's nvfp4_quantize_cute_dsl (dynafold's declaration): its optional pair of caller
+    # destinations `out` (no schema type), narrowed to None: the results are then fresh; a
+    # call that gives buffers is traced as shipped. Only a parameter of that type.
+    "out": Rule(None, _fits_none, applies=lambda hint: _is_optional_tensor_tuple(hint)),
     # 0.7.4's mm_nvfp4_lora (dynafold's declaration): its prepared LoRA adapter, a dataclass
     # holding device tensors (no schema type), narrowed to None (no adapter, FlashInfer's
     # default); a call with an adapter is traced as shipped.
@@ -185,9 +190,23 @@ def is_generator(hint):
 
 
 def is_union(hint):
-    """A Union other than Optional, which torch's schemas cannot express."""
-    return typing.get_origin(hint) is typing.Union and len(
+    """A Union other than Optional, which torch's schemas cannot express (written
+    `Union[float, Tensor]` or, 0.7.x's nvfp4_quantize_cute_dsl `global_scale`,
+    `float | torch.Tensor`)."""
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and len(
         [a for a in typing.get_args(hint) if a is not type(None)]) > 1
+
+
+def _is_optional_tensor_tuple(hint):
+    """`Optional[Tuple[Tensor, ...]]` (0.7.4 nvfp4_quantize_cute_dsl's `out`, the caller's
+    destinations), which no schema type says."""
+    members = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) not in (typing.Union, types.UnionType) or len(members) != 1 \
+            or len(members) == len(typing.get_args(hint)):
+        return False
+    inner = typing.get_args(members[0])
+    return typing.get_origin(members[0]) is tuple and bool(inner) and all(
+        a is torch.Tensor or a is Ellipsis for a in inner)
 
 
 def _schema_hint(hint):

@@ -57,6 +57,7 @@ CUTE_DSL = [
     "flashinfer.quantization.kernels.mxfp4_quantize:mxfp4_quantize_cute_dsl",
     "flashinfer.quantization.kernels.mxfp8_quantize:mxfp8_quantize_cute_dsl",
     "flashinfer.quantization.kernels.nvfp4_quantize:nvfp4_quantize_per_token_cute_dsl",
+    "flashinfer.quantization.kernels.nvfp4_quantize:nvfp4_quantize_cute_dsl",
     "flashinfer.cute_dsl.rmsnorm_fp4quant:rmsnorm_fp4quant",
     "flashinfer.cute_dsl.add_rmsnorm_fp4quant:add_rmsnorm_fp4quant",
 ]
