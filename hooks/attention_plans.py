@@ -311,6 +311,9 @@ def holistic_run(
 class _PodCalls:
     """What `get_pod_module(...)` is to a trace: `run_tensor` is dynafold's `pod_run`."""
 
+    # The module function the stand-in calls through an operator (`through_operators`).
+    CALLS = "run_tensor"
+
     def __init__(self, key, module):
         self.key = key
         self.module = module
@@ -326,21 +329,41 @@ class _BatchPodCalls(_PodCalls):
         return batch_pod_run(self.key, *args)
 
 
+class _QuantizationCalls:
+    """What 0.7.4's `get_quantization_module()` is to a trace: `csf_expand` (which
+    expand_csf_scales calls in its body, outside any declared op) is dynafold's `csf_expand`;
+    any other attribute is the module's own."""
+
+    CALLS = "csf_expand"
+
+    def __init__(self, key, module):
+        self.key = key
+        self.module = module
+
+    def csf_expand(self, *args):
+        return csf_expand(self.key, *args)
+
+    def __getattr__(self, name):
+        return getattr(self.module, name)
+
+
 # (module, loader) -> the stand-in class of what it returns, under compile.
 LOADERS = {
     ("flashinfer.pod", "get_pod_module"): _PodCalls,
     ("flashinfer.pod", "get_batch_pod_module"): _BatchPodCalls,
+    ("flashinfer.quantization.packbits", "get_quantization_module"): _QuantizationCalls,
 }
 
 
 def through_operators(loader, built):
     """What a cached loader's stand-in gives a trace: for a loader in LOADERS whose result has
-    the function called (`run_tensor`), a stand-in calling dynafold's declaration; else
-    `built` itself."""
+    the function called (its stand-in's CALLS: `run_tensor`, `csf_expand`), a stand-in calling
+    dynafold's declaration; else `built` itself (0.6.16's and 0.7.2's quantization modules
+    have no `csf_expand`)."""
     wrapped = getattr(loader, "__wrapped__", loader)
     calls = LOADERS.get((getattr(wrapped, "__module__", None),
                          getattr(wrapped, "__qualname__", None)))
-    if calls is None or not hasattr(built, "run_tensor"):
+    if calls is None or not hasattr(built, calls.CALLS):
         return built
     key = id(built)
     _modules[key] = built
@@ -466,3 +489,22 @@ def batch_pod_run(
         maybe_lse_d, mask_mode_code_d, layout_d, window_left_d, maybe_custom_mask_d,
         maybe_mask_indptr_d, maybe_alibi_slopes_d, logits_soft_cap_d, sm_scale_d,
         rope_rcp_scale_d, rope_rcp_theta_d, enable_pdl, sm_aware_sched)
+
+
+def csf_expand(
+    module: int,
+    fixed: torch.Tensor,
+    exceptions: torch.Tensor,
+    exc_offsets: torch.Tensor,
+    token_selected_experts: typing.Optional[torch.Tensor],
+    out: torch.Tensor,
+    layout: int,
+    swap_row_halves: bool,
+    local_expert_offset: int,
+) -> None:
+    """0.7.4's quantization JIT module `csf_expand` (csrc/csf_scales.cu): expands the CSF
+    slabs into `out` (uint8), only the selected experts' matrices when
+    `token_selected_experts` is given (the rest keep their bytes); everything else is read
+    (docs/op-audit)."""
+    _modules[module].csf_expand(fixed, exceptions, exc_offsets, token_selected_experts, out,
+                                layout, swap_row_halves, local_expert_offset)

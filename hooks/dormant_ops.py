@@ -165,6 +165,21 @@ EXTRA_DECLARATIONS = [
      "flashinfer::mxfp4_quantize_cute_dsl", (), None),
     ("flashinfer.quantization.kernels.mxfp8_quantize", "mxfp8_quantize_cute_dsl",
      "flashinfer::mxfp8_quantize_cute_dsl", (), None),
+    # The public per-token NVFP4 CuTe DSL quantizer (0.6.16 on) likewise compiles its kernel
+    # at call time (source hashing, cute.compile) and launches it in its body. It allocates its
+    # three results (fp4, block scales, per-token scales; `out_scale` is only read) and the
+    # kernel writes only them (docs/op-audit); the fake is hooks/op_fakes.py's. Its
+    # `nvfp4_4over6` (0.7.x) is narrowed to None, or left at its `_UNSET` default ("read the
+    # environment"), which FlashInfer's function then gets (hooks/op_narrowing.py variants).
+    ("flashinfer.quantization.kernels.nvfp4_quantize", "nvfp4_quantize_per_token_cute_dsl",
+     "flashinfer::nvfp4_quantize_per_token_cute_dsl", (), None),
+    # ... and the public NVFP4 one (0.6.16 on), whose body picks its TMA or vector kernel from
+    # shape and arch, compiles it and launches it: it allocates both results (or, 0.7.4, writes
+    # the caller's `out` pair, narrowed to None: hooks/op_narrowing.py) and the kernels write
+    # only them. 0.7.x's `global_scale: float | Tensor` gives an operator per member, each with
+    # `nvfp4_4over6` None or left at `_UNSET`. The fake is hooks/op_fakes.py's.
+    ("flashinfer.quantization.kernels.nvfp4_quantize", "nvfp4_quantize_cute_dsl",
+     "flashinfer::nvfp4_quantize_cute_dsl", (), None),
     # mm_fp4 (SGLang's NVFP4 linear GEMM, every backend) as one operator, its backend checks
     # included: they import cuDNN and the CuTe DSL (importlib) and the body builds runners,
     # cuDNN graphs and JIT modules and takes the autotuner's lock. Its result is `out`, the
@@ -209,6 +224,36 @@ EXTRA_DECLARATIONS = [
       for name in ("gemm_fp8_nt_groupwise", "group_gemm_fp8_nt_groupwise",
                    "group_gemm_mxfp8_mxfp4_nt_groupwise", "group_gemm_nvfp4_nt_groupwise",
                    "fp8_blockscale_gemm_sm90")),
+    # The DeepGEMM grouped FP8 GEMMs (0.6.16 on, SM100 family) and 0.7.x's contiguous CuTe DSL
+    # one call their kernel in the public function's own body: deep_gemm.py builds
+    # cuda-python driver structs per call (cuTensorMapEncodeTiled: `type.__new__`, which
+    # Dynamo cannot trace) and loads its runtime-compiled kernel;
+    # group_gemm_fp8_nt_groupwise_contiguous checks every tensor's data_ptr() alignment and
+    # compiles its CuTe DSL kernel; 0.7.x batch_deepgemm_fp8_nt_groupwise's "cake" backend
+    # builds its program per call. Each kernel writes only `out` (DeepGEMM's transformed
+    # scales and the Cake workspace are fresh per call) and each returns `out`, the caller's
+    # when given (hooks/op_corrections.py); fakes are hooks/op_fakes.py's.
+    *(("flashinfer.gemm.gemm_base", name, f"flashinfer::{name}", (), None)
+      for name in ("group_deepgemm_fp8_nt_groupwise", "batch_deepgemm_fp8_nt_groupwise",
+                   "group_gemm_fp8_nt_groupwise_contiguous")),
+    # 0.7.4's Cake LoRA GEMMs (cake_quant_lora_gemm.py: FP8 on SM90/SM100, NVFP4 on SM100)
+    # pick their generated program from shape, arch and SM count and build and load its JIT
+    # module (os.lstat on its sources) in the public body (`_run`), outside any declared op,
+    # so the public function is the boundary. The program stores only `out` (the LoRA carrier
+    # it passes without an adapter is FlashInfer's zeroed per-device cache, never read) and
+    # the function returns `out`, the caller's when given (hooks/op_corrections.py).
+    # mm_nvfp4_lora's prepared adapter (a dataclass) is narrowed to None (hooks/op_narrowing.py).
+    *(("flashinfer.gemm.cake_quant_lora_gemm", name, f"flashinfer::{name}", (), None)
+      for name in ("mm_fp8_lora", "mm_nvfp4_lora")),
+    # mm_bf16_fp4 (W4A16, 0.6.16 on) dispatches on `backend` in its body to a cuDNN graph, a
+    # CuTe DSL kernel (a class defined per call, cute.compile) or, 0.7.x, the native CuTe DSL
+    # runner and the Blackwell generated programs (JIT modules loaded per call, os.lstat),
+    # outside any declared op, so the public function is the boundary. Every backend writes
+    # only `out` (workspaces and split-K partials are FlashInfer's caches or per-call
+    # tensors) and returns it, the caller's when given (hooks/op_corrections.py); the fake
+    # is hooks/op_fakes.py's. Its required keyword-only `backend` follows `alpha=None`
+    # (hooks/op_narrowing.py takes it positionally).
+    ("flashinfer.gemm.gemm_bf16_fp4", "mm_bf16_fp4", "flashinfer::mm_bf16_fp4", (), None),
     # SVDQuant (0.6.16 on): mm_nvfp4_svdquant builds autotuner runners per call (one operator,
     # like mm_fp4: writes and returns `out`); nvfp4_quantize_smooth checks data_ptr()
     # alignment and calls its JIT kernel in its body, two fresh results. svdquant_linear is
@@ -527,6 +572,12 @@ EXTRA_DECLARATIONS = [
     ("_dynafold_attention_plans", "batch_pod_run", "flashinfer::batch_pod_run_jit",
      ("float_workspace_buffer_p", "o_p", "maybe_lse_p", "float_workspace_buffer_d", "o_d",
       "maybe_lse_d", "sm_aware_sched"), None),
+    # expand_csf_scales (0.7.4) calls its JIT module's tvm_ffi `csf_expand` in its own body
+    # (`get_quantization_module().csf_expand(...)`, quantization/csf.py), outside any declared
+    # op, with the matrices held in a CsfScales NamedTuple no schema can take. Under compile
+    # the loader gives a stand-in whose `csf_expand` is dynafold's declaration
+    # (hooks/attention_plans.py); the kernel writes only `out`, its view declared mutable.
+    ("_dynafold_attention_plans", "csf_expand", "flashinfer::csf_expand_jit", ("out",), None),
 ]
 
 class _Declared:

@@ -215,7 +215,19 @@ CORRECTIONS = {
        for name in ("mm_bf16", "bmm_bf16", "mm_mxfp8", "tgv_gemm_sm100",
                     "gemm_fp8_nt_groupwise", "group_gemm_fp8_nt_groupwise",
                     "group_gemm_mxfp8_mxfp4_nt_groupwise", "group_gemm_nvfp4_nt_groupwise",
-                    "fp8_blockscale_gemm_sm90")},
+                    "fp8_blockscale_gemm_sm90", "group_deepgemm_fp8_nt_groupwise",
+                    "batch_deepgemm_fp8_nt_groupwise", "group_gemm_fp8_nt_groupwise_contiguous")},
+    # dynafold's declarations of 0.7.4's Cake LoRA GEMMs: `_run` returns `out`, the caller's
+    # when given, else a bfloat16 (m, n) it allocates (cake_quant_lora_gemm.py).
+    **{("flashinfer.gemm.cake_quant_lora_gemm", name): {
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True}}
+       for name in ("mm_fp8_lora", "mm_nvfp4_lora")},
+    # dynafold's declaration of mm_bf16_fp4: every backend returns `out`, the caller's when
+    # given, else one it allocates (gemm_bf16_fp4_cudnn.py, _cute_dsl.py, _blackwell.py,
+    # kernels/native_bf16_fp4/runner.py: `return out`).
+    ("flashinfer.gemm.gemm_bf16_fp4", "mm_bf16_fp4"): {
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
+    },
     ("flashinfer.gemm.gemm_svdquant", "mm_nvfp4_svdquant"): {
         "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },

@@ -9,6 +9,7 @@ appends parameters that do not change a result's shape, e.g. `is_global_scale_in
 """
 
 import inspect
+import sys
 
 import torch
 
@@ -69,7 +70,8 @@ def _cute_dsl_fp4(sf_vec_size, silu_and_mul):
         `silu_and_mul_nvfp4_quantize_cute_dsl`, `mxfp4_quantize_cute_dsl`): the input (...,
         K) ((..., 2K) for SwiGLU) flattened to M rows; packed values (M, K/2) uint8; scales
         (rows, columns) uint8, K/sf_vec_size columns, padded to 4 and the rows to 128 (8 for
-        the 8x4 layout) unless the layout is linear (`sf_layout` 2)."""
+        the 8x4 layout) unless the layout is linear (`sf_layout` 2). `nvfp4_quantize_cute_dsl`
+        the same on its TMA and vector paths (a linear TMA result is cut back to M rows)."""
         input = values["input"]
         k = input.shape[-1] // 2 if silu_and_mul else input.shape[-1]
         m = 1
@@ -212,9 +214,69 @@ def _gemm_fp8_nt_groupwise(values):
 
 def _group_gemm_nt_groupwise(values):
     """The grouped FP8 / MXFP4 / NVFP4 GEMMs' fresh result (no `out`): (cum_m, n) with `b`
-    (batch, n, k or k/2), of `out_dtype` or bfloat16 (0.6.16-0.7.4)."""
+    (batch, n, k or k/2), of `out_dtype` or bfloat16 (0.6.16-0.7.4; DeepGEMM's contiguous one
+    and 0.7.x's contiguous CuTe DSL one allocate the same)."""
     a, b = values["a"], values["b"]
     return a.new_empty((a.shape[0], b.shape[1]), dtype=_out_dtype_or_bf16(values))
+
+
+def _batch_deepgemm_fp8_nt_groupwise(values):
+    """`batch_deepgemm_fp8_nt_groupwise`'s fresh result (no `out`): (batch, m, n) with `a`
+    (batch, m, k) and `b` (batch, n, k), of `out_dtype` or bfloat16 (0.6.16-0.7.4, both
+    backends: gemm_base.py `torch.empty(a.shape[0], a.shape[1], b.shape[1])`)."""
+    a, b = values["a"], values["b"]
+    return a.new_empty((a.shape[0], a.shape[1], b.shape[1]), dtype=_out_dtype_or_bf16(values))
+
+
+def _cake_lora_gemm(values):
+    """0.7.4's `mm_fp8_lora` / `mm_nvfp4_lora` fresh result (no `out`): `_run`'s
+    `torch.empty((m, n), dtype=torch.bfloat16)`, m = a.shape[0], n = b.shape[0]
+    (gemm/cake_quant_lora_gemm.py)."""
+    a, b = values["a"], values["b"]
+    return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16)
+
+
+def _mm_bf16_fp4(values):
+    """`mm_bf16_fp4`'s fresh result (no `out`): (a.shape[0], n) of `out_dtype` or a's dtype,
+    n as each backend reads it from its prepared weight: b.shape[1] // 2 for the packed
+    [K/tile, 2N] layouts (blackwell-tiled; cute-dsl off the SM100 family, and always on
+    0.6.16, which has no `_cute_dsl_uses_sm100_layout`), else b.shape[0] ([N, K/2]: cudnn,
+    cute-dsl on SM100/103/107, cute-dsl-native, blackwell-native)."""
+    a, b, backend = values["a"], values["b"], values["backend"]
+    packed = backend == "blackwell-tiled"
+    if backend == "cute-dsl":
+        uses_sm100 = getattr(sys.modules["flashinfer.gemm.gemm_bf16_fp4"],
+                             "_cute_dsl_uses_sm100_layout", None)
+        if uses_sm100 is None:
+            packed = True
+        else:
+            from flashinfer.utils import get_compute_capability
+            packed = not uses_sm100(*get_compute_capability(a.device))
+    n = b.shape[1] // 2 if packed else b.shape[0]
+    return a.new_empty((a.shape[0], n), dtype=values["out_dtype"] or a.dtype)
+
+
+def _nvfp4_quantize_per_token_cute_dsl(values):
+    """`nvfp4_quantize_per_token_cute_dsl`'s (fp4, scales, per-token scales): uint8 [M, K/2],
+    uint8 [scale_rows, padded_sf_cols] and float32 [M] (quantization/kernels/nvfp4_quantize.py,
+    0.6.16-0.7.4): linear keeps M rows and K/16 columns, 8x4 and 128x4 pad the rows to 8 or
+    128 and the columns to 4; 0.7.4's row groups (`rows_per_group` with `sf_rows_per_group`)
+    give each group of rows `sf_rows_per_group` scale rows."""
+    input, layout = values["input"], values["sf_layout"]
+    m, k = input.shape
+    sf_cols = k // 16
+    if layout == 2:  # SF_LAYOUT_LINEAR
+        rows = m
+    else:
+        tile = 8 if layout == 1 else 128  # SF_LAYOUT_8x4, SF_LAYOUT_128x4
+        rows = (m + tile - 1) // tile * tile
+        sf_cols = (sf_cols + 3) // 4 * 4
+    group, sf_group = values.get("rows_per_group"), values.get("sf_rows_per_group")
+    if sf_group is not None:
+        rows = (m + group - 1) // group * sf_group
+    return (input.new_empty((m, k // 2), dtype=torch.uint8),
+            input.new_empty((rows, sf_cols), dtype=torch.uint8),
+            input.new_empty((m,), dtype=torch.float32))
 
 
 def _fp8_blockscale_gemm_sm90(values):
@@ -641,6 +703,9 @@ BY_NAME = {
         _cute_dsl_fp4(16, True), ("input", "sf_layout")),
     # ... and of the public MXFP4 and MXFP8 CuTe DSL quantizers.
     "flashinfer::mxfp4_quantize_cute_dsl": (_cute_dsl_fp4(32, False), ("input", "sf_layout")),
+    "flashinfer::nvfp4_quantize_cute_dsl": (_cute_dsl_fp4(16, False), ("input", "sf_layout")),
+    "flashinfer::nvfp4_quantize_per_token_cute_dsl": (
+        _nvfp4_quantize_per_token_cute_dsl, ("input", "sf_layout")),
     "flashinfer::mxfp8_quantize_cute_dsl": (
         _mxfp8_quantize_cute_dsl,
         ("input", "alignment", "is_sf_swizzled_layout", "is_sf_8x4_layout")),
@@ -675,7 +740,13 @@ BY_NAME = {
     "flashinfer::gemm_fp8_nt_groupwise": (_gemm_fp8_nt_groupwise, ("a", "b", "out_dtype")),
     **{f"flashinfer::{name}": (_group_gemm_nt_groupwise, ("a", "b", "out_dtype"))
        for name in ("group_gemm_fp8_nt_groupwise", "group_gemm_mxfp8_mxfp4_nt_groupwise",
-                    "group_gemm_nvfp4_nt_groupwise")},
+                    "group_gemm_nvfp4_nt_groupwise", "group_deepgemm_fp8_nt_groupwise",
+                    "group_gemm_fp8_nt_groupwise_contiguous")},
+    **{f"flashinfer::{name}": (_cake_lora_gemm, ("a", "b"))
+       for name in ("mm_fp8_lora", "mm_nvfp4_lora")},
+    "flashinfer::mm_bf16_fp4": (_mm_bf16_fp4, ("a", "b", "backend", "out_dtype")),
+    "flashinfer::batch_deepgemm_fp8_nt_groupwise": (
+        _batch_deepgemm_fp8_nt_groupwise, ("a", "b", "out_dtype")),
     "flashinfer::fp8_blockscale_gemm_sm90": (
         _fp8_blockscale_gemm_sm90, ("input", "weight", "out_dtype")),
     "flashinfer::mm_nvfp4_svdquant": (_mm_nvfp4_svdquant, ("a", "b")),

@@ -30,6 +30,7 @@ guarded constants, so a new plan does not recompile.
 
 import inspect
 import itertools
+import types
 import typing
 
 import torch
@@ -38,6 +39,11 @@ import torch
 def _object_default():
     """In a call check, a parameter left at a default that is an object (not a constant): no
     narrowing's value (None, False, True, a tensor) is it, so the call is traced as shipped."""
+
+
+def _fits_object_default(value):
+    """A parameter left at its object default (`_object_default` in the call check)."""
+    return value is _object_default
 
 
 def _fits_none(value):
@@ -173,6 +179,14 @@ NARROWED = {
     # hooks/attention_plans.py), the same.
     **{f"plan_info_vec_{part}": Rule(torch.Tensor, _fits_a_tensor, applies=_is_int_list,
                                      restore=_as_ints) for part in ("p", "d")},
+    # 0.7.4's nvfp4_quantize_cute_dsl (dynafold's declaration): its optional pair of caller
+    # destinations `out` (no schema type), narrowed to None: the results are then fresh; a
+    # call that gives buffers is traced as shipped. Only a parameter of that type.
+    "out": Rule(None, _fits_none, applies=lambda hint: _is_optional_tensor_tuple(hint)),
+    # 0.7.4's mm_nvfp4_lora (dynafold's declaration): its prepared LoRA adapter, a dataclass
+    # holding device tensors (no schema type), narrowed to None (no adapter, FlashInfer's
+    # default); a call with an adapter is traced as shipped.
+    "lora_adapter": Rule(None, _fits_none),
 }
 # Parameters a fake may lack (added to the kernel after its fake was written) because they cannot
 # change the result's shape, dtype or strides: the random stream's position.
@@ -231,9 +245,23 @@ def is_generator(hint):
 
 
 def is_union(hint):
-    """A Union other than Optional, which torch's schemas cannot express."""
-    return typing.get_origin(hint) is typing.Union and len(
+    """A Union other than Optional, which torch's schemas cannot express (written
+    `Union[float, Tensor]` or, 0.7.x's nvfp4_quantize_cute_dsl `global_scale`,
+    `float | torch.Tensor`)."""
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and len(
         [a for a in typing.get_args(hint) if a is not type(None)]) > 1
+
+
+def _is_optional_tensor_tuple(hint):
+    """`Optional[Tuple[Tensor, ...]]` (0.7.4 nvfp4_quantize_cute_dsl's `out`, the caller's
+    destinations), which no schema type says."""
+    members = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) not in (typing.Union, types.UnionType) or len(members) != 1 \
+            or len(members) == len(typing.get_args(hint)):
+        return False
+    inner = typing.get_args(members[0])
+    return typing.get_origin(members[0]) is tuple and bool(inner) and all(
+        a is torch.Tensor or a is Ellipsis for a in inner)
 
 
 def _schema_hint(hint):
@@ -350,6 +378,15 @@ def variants(fn, hints, variadic=False):
         if isinstance(one, str):
             return one
         out.append(one)
+    # A parameter NARROWED leaves out whose default is an object (0.7.x's CuTe DSL NVFP4
+    # quantizers' `nvfp4_4over6=_UNSET`, "read the environment"): one more operator per split
+    # for the call that leaves it there, FlashInfer's function getting that default back.
+    for split in splits:
+        one = Narrowing.of(fn, hints, split, variadic=variadic, object_defaults=True)
+        if isinstance(one, str):
+            return one
+        if one is not None:
+            out.append(one)
     return out
 
 
@@ -377,7 +414,7 @@ class Narrowing:
 
     @classmethod
     def of(cls, fn, hints, split=None, fits=None, result=inspect.Parameter.empty,
-           variadic=False):
+           variadic=False, object_defaults=False):
         """The narrowing of `fn` (with `split`: parameter -> (annotation, member) for a Union
         parameter this variant takes as one member; `fits`: parameter -> check, for parameters
         the operator takes as they are but only with values that pass; `result`: the
@@ -398,6 +435,7 @@ class Narrowing:
         # both with their defaults, so the operator's schema gives none (what Dynamo calls
         # passes every kept value, and the kernel gets FlashInfer's defaults from `kept`).
         no_defaults = False
+        took_default = False  # (object_defaults) a left-out parameter at its object default
         variadic_at = None
         for index, param in enumerate(sig.parameters.values()):
             if variadic_at is not None:
@@ -466,6 +504,14 @@ class Narrowing:
                 # the environment"): Dynamo holds the checks as constants of through_op's
                 # closure, which it cannot make of an arbitrary object, so the check sees a
                 # stand-in that fits no value the rule gives back.
+                if object_defaults:
+                    # This variant (`variants`, "_default") takes the call that leaves it at
+                    # that default, and its kernel gives FlashInfer's function the default
+                    # itself, so the function resolves it per call as it does eagerly.
+                    checks.append((index, param.name, _object_default, _fits_object_default))
+                    dropped.append((index, param.default))
+                    took_default = True
+                    continue
                 checks.append((index, param.name, _object_default, rule.fits))
             else:
                 checks.append((index, param.name, default, rule.fits))
@@ -476,6 +522,10 @@ class Narrowing:
                     restores.append((len(kept), rule.restore))
                 kept.append((index, param.name, default))
                 params.append(param.replace(annotation=rule.annotation))
+        if object_defaults and not took_default:
+            return None  # no parameter left at an object default: no such variant
+        if took_default:
+            suffix += "_default"
         if result is inspect.Parameter.empty:
             result = hints.get("return", sig.return_annotation)
         if result is type(None):  # resolved `-> None`; torch's schemas take None itself
@@ -591,7 +641,13 @@ def given_result(fn, hints, spec):
     given.gives_back = (form, [name for _, name, _ in given.kept].index(argument))
     out = [given]
     if spec.get("fresh_otherwise"):
-        fresh = Narrowing.of(fn, hints, fits={argument: _fits_none, **conditions})
+        # With the form "itself" the result is the buffer or the one the function allocates
+        # in its place: a Tensor, also where FlashInfer wrote no return annotation (the
+        # DeepGEMM grouped GEMMs' `return out`).
+        result = (torch.Tensor if form == "itself" and "return" not in hints
+                  else inspect.Parameter.empty)
+        fresh = Narrowing.of(fn, hints, fits={argument: _fits_none, **conditions},
+                             result=result)
         if isinstance(fresh, str):
             return fresh
         fresh.suffix = "_fresh"

@@ -56,6 +56,8 @@ CUTE_DSL = [
     "flashinfer.quantization.kernels.nvfp4_quantize:silu_and_mul_nvfp4_quantize_cute_dsl",
     "flashinfer.quantization.kernels.mxfp4_quantize:mxfp4_quantize_cute_dsl",
     "flashinfer.quantization.kernels.mxfp8_quantize:mxfp8_quantize_cute_dsl",
+    "flashinfer.quantization.kernels.nvfp4_quantize:nvfp4_quantize_per_token_cute_dsl",
+    "flashinfer.quantization.kernels.nvfp4_quantize:nvfp4_quantize_cute_dsl",
     "flashinfer.cute_dsl.rmsnorm_fp4quant:rmsnorm_fp4quant",
     "flashinfer.cute_dsl.add_rmsnorm_fp4quant:add_rmsnorm_fp4quant",
     # GDN prefill (every release; gdn_prefill.py imports its CuTe DSL kernels at load).
@@ -91,11 +93,14 @@ GATED_NORMS = ["flashinfer.norm:" + name for name in (
 # top_k (every release): its backend choice and CUB workspace query in the public body.
 TOP_K = ["flashinfer.topk:top_k"]
 # The GEMMs whose public function calls its JIT kernel (0.6.16 on; tinygemm_bf16 reads
-# data_ptr() on 0.7.4), and SVDQuant's smooth quantizer.
+# data_ptr() on 0.7.4; the DeepGEMM ones build cuda-python driver structs), and SVDQuant's
+# smooth quantizer.
 GEMMS = ["flashinfer.gemm.gemm_base:" + name for name in (
     "gemm_fp8_nt_groupwise", "group_gemm_fp8_nt_groupwise", "group_gemm_mxfp8_mxfp4_nt_groupwise",
-    "group_gemm_nvfp4_nt_groupwise", "fp8_blockscale_gemm_sm90")] + [
-    "flashinfer.gemm.gemm_svdquant:nvfp4_quantize_smooth", "flashinfer.gemm.routergemm:tinygemm_bf16"]
+    "group_gemm_nvfp4_nt_groupwise", "fp8_blockscale_gemm_sm90",
+    "group_deepgemm_fp8_nt_groupwise", "batch_deepgemm_fp8_nt_groupwise")] + [
+    "flashinfer.gemm.gemm_svdquant:nvfp4_quantize_smooth", "flashinfer.gemm.routergemm:tinygemm_bf16",
+    "flashinfer.gemm.gemm_bf16_fp4:mm_bf16_fp4"]
 # 0.7.x's public fused SwiGLU MXFP8 quantizers (data_ptr() checks before the kernel).
 GATED_ACT = ["flashinfer.gated_act_mxfp8:" + name for name in (
     "silu_and_mul_mxfp8_quantize", "silu_and_mul_mxfp8_quantize_backward")]
@@ -157,11 +162,18 @@ ALPHAMOE = ["flashinfer.fused_moe.alphamoe_nvfp4_sm100:" + name for name in (
 # CuTe DSL launches in the public body. 0.7.4's module imports without `cutlass` (swept
 # here too); 0.6.16's package imports it on the way (cute_dsl/utils.py): CUTE_DSL.
 B12X = ["flashinfer.fused_moe.cute_dsl.b12x_moe:b12x_fused_moe"]
+# 0.7.x's contiguous CuTe DSL grouped GEMM (data_ptr() checks in the public body) and 0.7.4's
+# Cake LoRA GEMMs (program choice and JIT loading in the public body).
+GEMMS_07 = ["flashinfer.gemm.gemm_base:group_gemm_fp8_nt_groupwise_contiguous"] + [
+    "flashinfer.gemm.cake_quant_lora_gemm:" + name for name in ("mm_fp8_lora", "mm_nvfp4_lora")]
+# 0.7.4's expand_csf_scales: its quantization JIT module's `csf_expand`, called in its body.
+CSF = ["_dynafold_attention_plans:csf_expand"]
 # Both sweep releases have these; 0.7.4 the rest.
 BOTH = (NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + MONO + JIT_CALLS + CUDNN_GEMMS
         + NVFP4_ATTN)
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + QSA + CUDNN_0_7
-       + ATTN_JIT + B12X + ALPHAMOE + MLA_KV_PACK + STATE_POOLS + CAKE_SAMPLING + [
+       + ATTN_JIT + B12X + ALPHAMOE + MLA_KV_PACK + STATE_POOLS + CAKE_SAMPLING + GEMMS_07 + CSF
+       + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 

@@ -227,6 +227,9 @@ def _value(name, hint, shape, writes):
         return torch.device("cpu")
     if hint is torch.Generator:
         return None
+    if origin is typing.Literal and members:
+        # A backend named by a Literal (mm_bf16_fp4's required `backend`): its first member.
+        return members[0]
     raise Skip(f"no argument for {name}: {hint}")
 
 
