@@ -382,6 +382,21 @@ EXTRA_DECLARATIONS = [
     # calls it (hooks/op_narrowing.py).
     ("flashinfer.fused_moe.cute_dsl.fused_moe", "cute_dsl_fused_moe_mxfp8_mxfp4",
      "flashinfer::cute_dsl_fused_moe_mxfp8_mxfp4", (), None),
+    # cute_dsl_fused_moe (0.7.x, SM100 CuTe DSL MoE: NVFP4 W4A4, W4A8, W4A16, 0.7.4's MXFP8)
+    # builds its runner and takes the AutoTuner's lock and choice in its own body, then runs
+    # the chosen runner's CuTe DSL kernels; cute_dsl_fused_moe_nvfp4 is its deprecated alias in
+    # 0.7.x (warnings.warn, a DeprecationWarning on every call, first thing; the warning then
+    # runs inside the operator, as eagerly) and in 0.6.16 the NVFP4 MoE itself (the same
+    # runner build and AutoTuner choice in its body). The kernels write `moe_output` (zeroed,
+    # then the finalize scatter-reduce, or moe_unpermute; the result, the caller's when given,
+    # else allocated, hooks/op_corrections.py) and nothing else of the caller's (docs/op-audit).
+    # `aux_stream`, `tactic` and 0.7.4's `localized_*` (Rubin localization: lists and streams)
+    # are narrowed to None, and 0.7.4's `nvfp4_4over6=_UNSET` left at its default gets its own
+    # "_default" operators, as serving code calls it (hooks/op_narrowing.py).
+    ("flashinfer.fused_moe.cute_dsl.fused_moe", "cute_dsl_fused_moe",
+     "flashinfer::cute_dsl_fused_moe", (), None),
+    ("flashinfer.fused_moe.cute_dsl.fused_moe", "cute_dsl_fused_moe_nvfp4",
+     "flashinfer::cute_dsl_fused_moe_nvfp4", (), None),
     # fused_kda_decode (0.7.2 on): kda_kernels/fused_kda_decode.py run_fused_kda_decode checks
     # `conv_state.data_ptr() % 8` (no trace can read an address), compiles its CuTe DSL kernel
     # and launches it; FlashInfer's module holds it as an alias imported at load, so the

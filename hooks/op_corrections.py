@@ -207,6 +207,14 @@ CORRECTIONS = {
     ("flashinfer.fused_moe.cute_dsl.fused_moe", "cute_dsl_fused_moe_mxfp8_mxfp4"): {
         "result_is_given": {"argument": "moe_output", "form": "itself", "fresh_otherwise": True},
     },
+    # dynafold's own declarations of cute_dsl_fused_moe and cute_dsl_fused_moe_nvfp4
+    # (hooks/dormant_ops.py): `moe_output[:num_tokens]` of the caller's `moe_output` when given
+    # (num_tokens rows: the whole buffer; the W4A16 runner returns `moe_output` itself, its
+    # shape checked equal), else of one they allocate (0.7.4 fused_moe.py:1991, :583, :1005,
+    # blackwell/moe_w4a16.py:529; 0.7.2 :1354, :423, :608; 0.6.16 :950, :243, :390).
+    **{("flashinfer.fused_moe.cute_dsl.fused_moe", name): {
+        "result_is_given": {"argument": "moe_output", "form": "itself", "fresh_otherwise": True},
+    } for name in ("cute_dsl_fused_moe", "cute_dsl_fused_moe_nvfp4")},
     # dynafold's declarations of the other autotuned dense GEMMs and of the groupwise and SVDQuant
     # ones (hooks/dormant_ops.py): each returns `out`, the caller's when given, else one it
     # allocates (every backend's path ends `return out`, or a runner's result, which is `out`).

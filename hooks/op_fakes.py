@@ -547,6 +547,17 @@ def _cute_dsl_fused_moe_mxfp8_mxfp4(values):
         dtype=torch.bfloat16)
 
 
+def _cute_dsl_fused_moe(values):
+    """`cute_dsl_fused_moe` (and `cute_dsl_fused_moe_nvfp4`) with no `moe_output` given:
+    `torch.empty((num_tokens, hidden_size), dtype=output_dtype)`, num_tokens
+    token_selected_experts' rows, hidden_size `w2_weight.size(1)` (localized shards narrowed
+    away) (0.7.4 fused_moe.py:1988-:1995, :218 _moe_hidden_size; 0.7.2 :1351-:1358; 0.6.16
+    :947-:955)."""
+    return values["x"].new_empty(
+        (values["token_selected_experts"].size(0), values["w2_weight"].size(1)),
+        dtype=values["output_dtype"])
+
+
 def _per_token_group_quant_8bit_cuda(values):
     """`_per_token_group_quant_8bit_cuda`'s `(x_q, x_s)` as it allocates them (0.7.4): `x_q`
     like `x` in `dst_dtype`; float32 scales, (*x.shape[:-1], groups) row-major, or with
@@ -837,6 +848,9 @@ BY_NAME = {
     "flashinfer::cute_dsl_fused_moe_bf16": (_cute_dsl_fused_moe_bf16, ("x",)),
     "flashinfer::cute_dsl_fused_moe_mxfp8_mxfp4": (
         _cute_dsl_fused_moe_mxfp8_mxfp4, ("x", "token_selected_experts", "w2_weight")),
+    **{f"flashinfer::{name}": (
+        _cute_dsl_fused_moe, ("x", "token_selected_experts", "w2_weight", "output_dtype"))
+       for name in ("cute_dsl_fused_moe", "cute_dsl_fused_moe_nvfp4")},
     # dynafold's own declaration of mono_moe, called without `out`.
     "flashinfer::mono_moe": (_mono_moe, ("activations_in",)),
     "flashinfer::bgmv_moe_gemm2_lora_delta": (

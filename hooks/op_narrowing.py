@@ -155,6 +155,14 @@ NARROWED = {
     # FlashInfer's own per-device stream (_get_cuda_graph_resources); a call giving one is
     # traced as shipped.
     "aux_stream": Rule(None, _fits_none, applies=_is_optional_stream),
+    # 0.7.4 cute_dsl_fused_moe's (and its deprecated alias cute_dsl_fused_moe_nvfp4's)
+    # locality-domain localization (Rubin W4A4 only): per-domain weight-shard dicts and
+    # green-context streams (`Optional[list]`) and a memset stream (`Optional[torch.cuda.Stream]`),
+    # no schema type for any. Narrowed to None, FlashInfer's default (the unlocalized path, as
+    # serving code calls it); a localized call is traced as shipped.
+    "localized_weights": Rule(None, _fits_none, applies=lambda hint: "list" in str(hint)),
+    "localized_streams": Rule(None, _fits_none, applies=lambda hint: "list" in str(hint)),
+    "localized_memset_stream": Rule(None, _fits_none, applies=_is_optional_stream),
     "partition_strategy": Rule(None, _fits_none),
     **{name: Rule(torch.Tensor, _fits_a_tensor, applies=lambda hint: is_union(hint))
        for name in ("gemm1_weights", "gemm2_weights", "gemm1_weights_scale",
@@ -634,24 +642,35 @@ def given_result(fn, hints, spec):
     # cannot be functionalized (torch's auto_functionalize refuses list results), so inductor
     # would fail where the trace succeeded.
     result = typing.Tuple[(torch.Tensor,) * spec["rest"]] if form == "list+" else None
-    given = Narrowing.of(fn, hints, fits={argument: _fits_a_tensor, **conditions},
-                         result=result)
-    if isinstance(given, str):
-        return given
-    given.gives_back = (form, [name for _, name, _ in given.kept].index(argument))
-    out = [given]
+    out = []
+    # Each twice where a parameter NARROWED leaves out has an object default (0.7.4
+    # cute_dsl_fused_moe's `nvfp4_4over6=_UNSET`, "read the environment"): the second
+    # (`object_defaults`, suffix "_default") takes the call that leaves it there, FlashInfer's
+    # function getting that default back, as `variants` does; else there is no second.
+    for object_defaults in (False, True):
+        given = Narrowing.of(fn, hints, fits={argument: _fits_a_tensor, **conditions},
+                             result=result, object_defaults=object_defaults)
+        if isinstance(given, str):
+            return given
+        if given is None:
+            continue
+        given.gives_back = (form, [name for _, name, _ in given.kept].index(argument))
+        out.append(given)
     if spec.get("fresh_otherwise"):
         # With the form "itself" the result is the buffer or the one the function allocates
         # in its place: a Tensor, also where FlashInfer wrote no return annotation (the
         # DeepGEMM grouped GEMMs' `return out`).
         result = (torch.Tensor if form == "itself" and "return" not in hints
                   else inspect.Parameter.empty)
-        fresh = Narrowing.of(fn, hints, fits={argument: _fits_none, **conditions},
-                             result=result)
-        if isinstance(fresh, str):
-            return fresh
-        fresh.suffix = "_fresh"
-        out.append(fresh)
+        for object_defaults in (False, True):
+            fresh = Narrowing.of(fn, hints, fits={argument: _fits_none, **conditions},
+                                 result=result, object_defaults=object_defaults)
+            if isinstance(fresh, str):
+                return fresh
+            if fresh is None:
+                continue
+            fresh.suffix = "_fresh" + fresh.suffix
+            out.append(fresh)
     return out
 
 

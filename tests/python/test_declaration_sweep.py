@@ -64,10 +64,15 @@ CUTE_DSL = [
     "flashinfer.gdn_prefill:chunk_gated_delta_rule",
     # (0.6.16's package imports `cutlass` on the way; 0.7.4's is swept in both environments)
     "flashinfer.fused_moe.cute_dsl.b12x_moe:b12x_fused_moe",
+    # The SM100 NVFP4 CuTe DSL MoE (every release; 0.7.x's deprecated alias of
+    # cute_dsl_fused_moe).
+    "flashinfer.fused_moe.cute_dsl.fused_moe:cute_dsl_fused_moe_nvfp4",
 ]
-# Those only 0.7.x has: the SM90 CuTe DSL MoE and the deprecated SM100 MXFP8 x MXFP4 entry.
+# Those only 0.7.x has: the SM90 CuTe DSL MoE, the SM100 one's general entry and its
+# deprecated MXFP8 x MXFP4 entry.
 CUTE_DSL_0_7 = ["flashinfer.fused_moe.cute_dsl.sm90_fused_moe:cute_dsl_fused_moe_bf16",
-               "flashinfer.fused_moe.cute_dsl.fused_moe:cute_dsl_fused_moe_mxfp8_mxfp4"]
+               "flashinfer.fused_moe.cute_dsl.fused_moe:cute_dsl_fused_moe_mxfp8_mxfp4",
+               "flashinfer.fused_moe.cute_dsl.fused_moe:cute_dsl_fused_moe"]
 CUTE_DSL += CUTE_DSL_0_7
 # 0.7.4's paged GDN functions (gdn_paged.py imports the GDN decode's CuTe DSL kernels at load):
 # swept in the CuTe DSL environment on 0.7.4 only.

@@ -266,6 +266,22 @@ def _b12x_function(t, fi):
     return {"output given": given, "no output": (moe, given[1])}
 
 
+def _cute_given_and_fresh(op, weights, **options):
+    """flashinfer.<op> called with a `moe_output` buffer (as _cute_function does) and without
+    one (the result FlashInfer allocates): dynafold's boundaries of cute_dsl_fused_moe and
+    cute_dsl_fused_moe_nvfp4 take both (hooks/op_corrections.py)."""
+    def build(t, fi):
+        given = _cute_function(op, weights, **options)(t, fi)
+        kwargs = {**weights(t), **options}
+
+        def moe(token_selected_experts, token_final_scales):
+            return getattr(fi, op)(token_selected_experts=token_selected_experts,
+                                   token_final_scales=token_final_scales, num_experts=E,
+                                   top_k=TOP_K, **kwargs)
+        return {"output given": given, "no output": (moe, given[1])}
+    return build
+
+
 def _cute_wrapper(cls, weights, **config):
     """A wrapper made at load time (sized for up to 16 tokens where it asks), then run()."""
     def build(t, fi):
@@ -604,8 +620,9 @@ BUILDERS = {
     "fused_topk_deepseek": _topk_deepseek,
     **{op: _trtllm(op, *spec) for op, spec in _MOE_OPS.items()},
     **{op: _prims_partitioned(op, weights) for op, weights in _PARTITIONED_OPS.items()},
-    "cute_dsl_fused_moe": _cute_function("cute_dsl_fused_moe", _cute_nvfp4, quant_mode="w4a4"),
-    "cute_dsl_fused_moe_nvfp4": _cute_function("cute_dsl_fused_moe_nvfp4", _cute_nvfp4),
+    "cute_dsl_fused_moe": _cute_given_and_fresh("cute_dsl_fused_moe", _cute_nvfp4,
+                                                quant_mode="w4a4"),
+    "cute_dsl_fused_moe_nvfp4": _cute_given_and_fresh("cute_dsl_fused_moe_nvfp4", _cute_nvfp4),
     "cute_dsl_fused_moe_mxfp8_mxfp4": _cute_function("cute_dsl_fused_moe_mxfp8_mxfp4",
                                                      _cute_mxfp8_mxfp4),
     "cute_dsl_fused_moe_bf16": _cute_function("cute_dsl_fused_moe_bf16", _cute_bf16),
