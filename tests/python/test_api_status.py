@@ -24,7 +24,10 @@ PER_FAMILY = 2
 ALWAYS = ["top_k_renorm_probs", "BatchPrefillWithPagedKVCacheWrapper.run",
           "fused_moe.fused_topk_deepseek",
           # SGLang's FlashInfer backend calls it; a partialmethod underneath (hooks/partial_methods.py).
-          "BatchPrefillWithRaggedKVCacheWrapper.forward_return_lse"]
+          "BatchPrefillWithRaggedKVCacheWrapper.forward_return_lse",
+          # An experimental API (0.7.4's first-call warning, kept out of traced code) that is
+          # also one of dynafold's boundaries: its operator, not the warning's call-through.
+          "sparse.qsa_sparse_paged_attention"]
 
 
 def _unnumbered(operators):
