@@ -200,19 +200,24 @@ def _calls_module(cls, attr):
     return False
 
 
-class _MlaCalls:
-    """What the MLA wrapper's `_cached_module` is to a trace: `run` is dynafold's declaration
-    `mla_run`, given the module's key; any other attribute is the module's own."""
+class _HeldModule:
+    """A JIT module to a trace, held by its key: the stand-in's own methods call dynafold's
+    declarations; any other attribute is the module's own."""
 
     def __init__(self, key, module):
         self.key = key
         self.module = module
 
-    def run(self, *args):
-        return mla_run(self.key, *args)
-
     def __getattr__(self, name):
         return getattr(self.module, name)
+
+
+class _MlaCalls(_HeldModule):
+    """What the MLA wrapper's `_cached_module` is to a trace: `run` is dynafold's declaration
+    `mla_run`, given the module's key."""
+
+    def run(self, *args):
+        return mla_run(self.key, *args)
 
 
 class _HolisticCalls(_MlaCalls):
@@ -329,22 +334,14 @@ class _BatchPodCalls(_PodCalls):
         return batch_pod_run(self.key, *args)
 
 
-class _QuantizationCalls:
+class _QuantizationCalls(_HeldModule):
     """What 0.7.4's `get_quantization_module()` is to a trace: `csf_expand` (which
-    expand_csf_scales calls in its body, outside any declared op) is dynafold's `csf_expand`;
-    any other attribute is the module's own."""
+    expand_csf_scales calls in its body, outside any declared op) is dynafold's `csf_expand`."""
 
     CALLS = "csf_expand"
 
-    def __init__(self, key, module):
-        self.key = key
-        self.module = module
-
     def csf_expand(self, *args):
         return csf_expand(self.key, *args)
-
-    def __getattr__(self, name):
-        return getattr(self.module, name)
 
 
 # (module, loader) -> the stand-in class of what it returns, under compile.

@@ -582,13 +582,6 @@ def _top_k(values):
     return (input.new_empty((rows, k)), input.new_empty((rows, k), dtype=torch.int64))
 
 
-def _grouped_mm(values):
-    """The grouped GEMMs' fresh result (no `out`), as grouped_mm/cudnn/core.py allocates it on
-    every path (0.6.16-0.7.4): (cum_m, n) = (a.shape[0], b.shape[1]) of `out_dtype`."""
-    a, b = values["a"], values["b"]
-    return a.new_empty((a.shape[0], b.shape[1]), dtype=values["out_dtype"])
-
-
 def _bmm_mxfp8(values):
     """`bmm_mxfp8`'s fresh result (no `out`), as its body allocates it (0.6.16-0.7.4):
     (A.shape[0], A.shape[1], B.shape[2]) of `dtype`."""
@@ -822,9 +815,10 @@ BY_NAME = {
         _per_token_group_quant_8bit_cuda,
         ("x", "group_size", "dst_dtype", "column_major_scales", "scale_tma_aligned")),
     # dynafold's own declarations (hooks/dormant_ops.py) of bmm_mxfp8, the grouped GEMMs and
-    # cuDNN Frost's GEMM1 + SwiGLU, called without `out`.
+    # cuDNN Frost's GEMM1 + SwiGLU, called without `out`. The grouped GEMMs allocate as mm_fp4
+    # does: (cum_m, n) = (a.shape[0], b.shape[1]) of `out_dtype` (grouped_mm/cudnn/core.py).
     "flashinfer::bmm_mxfp8": (_bmm_mxfp8, ("A", "B", "dtype")),
-    **{f"flashinfer::{name}": (_grouped_mm, ("a", "b", "out_dtype"))
+    **{f"flashinfer::{name}": (_mm_fp4, ("a", "b", "out_dtype"))
        for name in ("grouped_mm_bf16", "grouped_mm_fp8", "grouped_mm_mxfp8", "grouped_mm_fp4")},
     "flashinfer::cudnn_frost_grouped_gemm1_swiglu": (
         _cudnn_frost_gemm1, ("grouped_tokens", "gate_weights")),

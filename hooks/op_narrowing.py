@@ -66,8 +66,24 @@ def _fits_an_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _fits_auto(value):
-    return isinstance(value, str) and value == "auto"
+def _fits(value):
+    """A check that a parameter's value is exactly `value` (a constant: True, False, None, or a
+    backend name)."""
+    if value is None:
+        return _fits_none
+    if value is False:
+        return _fits_false
+    if value is True:
+        return _fits_true
+    if isinstance(value, str):
+        def fits_name(given):
+            return isinstance(given, str) and given == value
+        return fits_name
+    raise ValueError(f"no check for {value!r}")
+
+
+def _fits_true(value):
+    return value is True
 
 
 def _any_hint(hint):
@@ -176,7 +192,7 @@ NARROWED = {
     # (context parallelism: chosen, forced or refused) and 0.7.4's `cu_seqlens_cpu` (a host
     # copy of cu_seqlens, a list or a CPU tensor): Unions no schema says. Narrowed to "auto"
     # and None, FlashInfer's defaults; another call is traced as shipped.
-    "use_cp": Rule(None, _fits_auto, "auto", applies=lambda hint: is_union(hint)),
+    "use_cp": Rule(None, _fits("auto"), "auto", applies=lambda hint: is_union(hint)),
     "cu_seqlens_cpu": Rule(None, _fits_none, applies=lambda hint: is_union(hint)),
     # 0.7.4's Cake top-k/top-p sampler (cake_sampling.py): the caller's stage-1 slab buffers, a
     # tuple of three tensors (no schema type for it). Narrowed to None, the call that uses the
@@ -309,26 +325,6 @@ def _as_enum(enum_class):
     return restore
 
 
-def _fits(value):
-    """A check that a parameter's value is exactly `value` (a constant: True, False, None, or a
-    backend name)."""
-    if value is None:
-        return _fits_none
-    if value is False:
-        return _fits_false
-    if value is True:
-        return _fits_true
-    if isinstance(value, str):
-        def fits_name(given):
-            return isinstance(given, str) and given == value
-        return fits_name
-    raise ValueError(f"no check for {value!r}")
-
-
-def _fits_true(value):
-    return value is True
-
-
 def _rule(name, hint):
     rules = NARROWED.get(name, ())
     return next((r for r in (rules if isinstance(rules, tuple) else (rules,))
@@ -382,15 +378,21 @@ def variants(fn, hints, variadic=False):
         return splits
     out = []
     for split in splits:
-        one = Narrowing.of(fn, hints, split, variadic=variadic)
-        if isinstance(one, str):
-            return one
-        out.append(one)
-    # A parameter NARROWED leaves out whose default is an object (0.7.x's CuTe DSL NVFP4
-    # quantizers' `nvfp4_4over6=_UNSET`, "read the environment"): one more operator per split
-    # for the call that leaves it there, FlashInfer's function getting that default back.
-    for split in splits:
-        one = Narrowing.of(fn, hints, split, variadic=variadic, object_defaults=True)
+        ones = _with_object_defaults(fn, hints, split=split, variadic=variadic)
+        if isinstance(ones, str):
+            return ones
+        out += ones
+    return out
+
+
+def _with_object_defaults(fn, hints, **how):
+    """`Narrowing.of(fn, hints, **how)` and, where a parameter NARROWED leaves out has an
+    object default (0.7.x's CuTe DSL NVFP4 quantizers' and MoE's `nvfp4_4over6=_UNSET`, "read
+    the environment"), one more (suffix "_default") for the call that leaves it there,
+    FlashInfer's function getting that default back; a list, or why they cannot be made."""
+    out = []
+    for object_defaults in (False, True):
+        one = Narrowing.of(fn, hints, object_defaults=object_defaults, **how)
         if isinstance(one, str):
             return one
         if one is not None:
@@ -642,35 +644,26 @@ def given_result(fn, hints, spec):
     # cannot be functionalized (torch's auto_functionalize refuses list results), so inductor
     # would fail where the trace succeeded.
     result = typing.Tuple[(torch.Tensor,) * spec["rest"]] if form == "list+" else None
-    out = []
-    # Each twice where a parameter NARROWED leaves out has an object default (0.7.4
-    # cute_dsl_fused_moe's `nvfp4_4over6=_UNSET`, "read the environment"): the second
-    # (`object_defaults`, suffix "_default") takes the call that leaves it there, FlashInfer's
-    # function getting that default back, as `variants` does; else there is no second.
-    for object_defaults in (False, True):
-        given = Narrowing.of(fn, hints, fits={argument: _fits_a_tensor, **conditions},
-                             result=result, object_defaults=object_defaults)
-        if isinstance(given, str):
-            return given
-        if given is None:
-            continue
+    # (0.7.4 cute_dsl_fused_moe: with its `nvfp4_4over6=_UNSET` call too, `_with_object_defaults`.)
+    out = _with_object_defaults(fn, hints, fits={argument: _fits_a_tensor, **conditions},
+                                result=result)
+    if isinstance(out, str):
+        return out
+    for given in out:
         given.gives_back = (form, [name for _, name, _ in given.kept].index(argument))
-        out.append(given)
     if spec.get("fresh_otherwise"):
         # With the form "itself" the result is the buffer or the one the function allocates
         # in its place: a Tensor, also where FlashInfer wrote no return annotation (the
         # DeepGEMM grouped GEMMs' `return out`).
         result = (torch.Tensor if form == "itself" and "return" not in hints
                   else inspect.Parameter.empty)
-        for object_defaults in (False, True):
-            fresh = Narrowing.of(fn, hints, fits={argument: _fits_none, **conditions},
-                                 result=result, object_defaults=object_defaults)
-            if isinstance(fresh, str):
-                return fresh
-            if fresh is None:
-                continue
-            fresh.suffix = "_fresh" + fresh.suffix
-            out.append(fresh)
+        fresh = _with_object_defaults(fn, hints, fits={argument: _fits_none, **conditions},
+                                      result=result)
+        if isinstance(fresh, str):
+            return fresh
+        for one in fresh:
+            one.suffix = "_fresh" + one.suffix
+        out += fresh
     return out
 
 
@@ -686,11 +679,8 @@ def fresh_result(fn, hints, spec):
         names = list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
         return "schema not expressible (no signature)"
-    missing = [name for name in spec["when"] if name not in names]
-    if missing:
-        return f"correction names parameters the kernel lacks ({', '.join(missing)})"
     then = tuple(spec.get("then", ()))
-    missing = [name for name in then if name not in names]
+    missing = [name for name in (*spec["when"], *then) if name not in names]
     if missing:
         return f"correction names parameters the kernel lacks ({', '.join(missing)})"
     count = spec["results"]
