@@ -4,7 +4,10 @@ torch.compile(fullgraph=True) with inductor, then a CUDA-graph capture and repla
 compared with eager bit for bit. The calls are the table's own (integration/api_status/
 builders), with real tensors: random values, index tensors as the builders make them.
 
-    python3 api_status_check.py TABLE.json [SHARD/SHARDS]
+    python3 api_status_check.py TABLE.json [SHARD/SHARDS] [NAME...]
+
+NAMEs narrow the run to those ops (api_status_each.sh gives one per process: a bad call's
+illegal memory access poisons the rest of its process).
 
 One line per op, in the sweep's format (integration/api_status/evidence.py reads it):
 SWEEP NAME PASS compiled+captured, bit-identical, ops: ... | SWEEP NAME FAIL at STEP: error.
@@ -83,6 +86,8 @@ def main():
     shard, shards = (int(p) for p in (sys.argv[2] if len(sys.argv) > 2 else "0/1").split("/"))
     names = sorted(n for n, r in table["ops"].items()
                    if r["status"] in ("fake", "H200") and r.get("sm", 90) == 90)
+    if len(sys.argv) > 3:
+        names = [n for n in names if n in sys.argv[3:]]
     for index, name in enumerate(names):
         if index % shards != shard:
             continue

@@ -1,7 +1,7 @@
 """A FlashInfer 0.7 wheel small enough for the GPU tool (64 MiB a call), by hand:
     python3 slim_wheel.py flashinfer_python-0.7.2-py3-none-any.whl OUT_DIR
 Leaves out sources the op sweep, the decoder layer and SGLang's run never JIT-build (the 0.7.2
-wheel goes from 65 MB to 29 MB); `flashinfer/experimental` stays: gemm imports it. The RECORD
+wheel goes from 65 MB to 29 MB, 0.7.4's from 101 MB to 47 MB); `flashinfer/experimental` stays: gemm imports it. The RECORD
 is rewritten to list what is kept, so pip installs it as any wheel."""
 import os
 import re
@@ -13,6 +13,9 @@ DROPPED = [re.compile(p) for p in (
     r"^flashinfer/data/csrc/(fused_moe|kda|gdn|experimental|blackwell_bf16_fp4)/",
     r"^flashinfer/fused_moe/backends/cudnn_frost/artifacts/",
     r"^flashinfer/moe_ep/kernel_src/",
+    # 0.7.4: the Cake kernels' CUDA sources and the Blackwell MSA sources (SM100 JIT builds).
+    r"^flashinfer/experimental/cake/.*\.cu$",
+    r"^flashinfer/data/csrc/blackwell_msa/",
 )]
 
 
