@@ -318,6 +318,20 @@ EXTRA_DECLARATIONS = [
     ("flashinfer.topk", "top_k", "flashinfer::top_k_public", (),
      "(Tensor input, int k, bool sorted=False, bool deterministic=False, int tie_break=0, "
      "bool dsa_graph_safe=False) -> (Tensor, Tensor)"),
+    # The DSA top-k transforms (every release; SGLang's NSA backend) pick CUB, clusters or
+    # radix in the public body the same way, and 0.7.4 asks there whether a CUDA graph is
+    # being captured (topk.py is_cub_*_beneficial: `torch.cuda.is_current_stream_capturing()`,
+    # an in-graph torch.cuda function whose bool breaks fullgraph=True on a GPU; the H200
+    # found it, 2026-12-02). The choice belongs to the run, not the trace: a compiled graph is
+    # captured later. The kernels write the result (`out` when given) and `out_raw_indices`
+    # when given, besides FlashInfer's own cached scratch (docs/op-audit). The ragged form's
+    # schema is given (`tie_break` defaults to an IntEnum); the page-table form's comes from
+    # its annotations, as its `out` needs hooks/op_corrections.py.
+    ("flashinfer.topk", "top_k_page_table_transform",
+     "flashinfer::top_k_page_table_transform_public", (), None),
+    ("flashinfer.topk", "top_k_ragged_transform", "flashinfer::top_k_ragged_transform_public",
+     (), "(Tensor input, Tensor offsets, Tensor lengths, int k, bool deterministic=False, "
+     "int tie_break=0, bool dsa_graph_safe=False, Tensor? row_starts=None) -> Tensor"),
     # The multi-LoRA MoE BGMV kernels (0.6.16 on) are called from the public functions' own
     # bodies (`_get_bgmv_moe_module().bgmv_moe_shrink(...)`), no declaration around them; the
     # LoRA delta helpers (0.7.x moe_lora_delta.py) call these functions. The kernels write `y`

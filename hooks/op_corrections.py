@@ -236,6 +236,14 @@ CORRECTIONS = {
     ("flashinfer.gemm.gemm_bf16_fp4", "mm_bf16_fp4"): {
         "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },
+    # dynafold's declaration of top_k_page_table_transform (0.7.2 on: `out`, `out_raw_indices`):
+    # the result is `out`, the caller's when given, else one it allocates; `out_raw_indices`
+    # is written when given (topk.py: cub_topk_page_table_transform and
+    # radix_topk_page_table_transform take both). 0.6.16 has neither and is left as shipped.
+    ("flashinfer.topk", "top_k_page_table_transform"): {
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
+        "also_mutates": ("out_raw_indices",),
+    },
     ("flashinfer.gemm.gemm_svdquant", "mm_nvfp4_svdquant"): {
         "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },

@@ -626,6 +626,13 @@ def _qsa_forward(values):
             q.new_empty((Hq, T), dtype=torch.float32))
 
 
+def _top_k_transform(values):
+    """The DSA top-k transforms' fresh indices: (rows, k) int32 on every path (topk.py: CUB's
+    and radix's `torch.empty(num_rows, k, dtype=torch.int32)`, the clusters kernel's own)."""
+    input, k = values["input"], values["k"]
+    return input.new_empty((input.size(0), k), dtype=torch.int32)
+
+
 def _mxfp8_quantize_sm100(values):
     """`mxfp8_quantize_sm100`'s `(values, scales)` as its body allocates them (0.6.16-0.7.4),
     `sf_swizzle_layout` compared as FlashInfer's SfLayout ints (128x4 = 0, 8x4 = 1, linear = 2).
@@ -833,6 +840,8 @@ BY_NAME = {
     "flashinfer::qsa_indexed_forward": (_qsa_forward, ("q",)),
     # dynafold's own declaration (hooks/dormant_ops.py) of the public top_k.
     "flashinfer::top_k_public": (_top_k, ("input", "k")),
+    **{f"flashinfer::top_k_{form}_transform_public": (_top_k_transform, ("input", "k"))
+       for form in ("page_table", "ragged")},
     "flashinfer::mxfp8_quantize_sm100": (
         _mxfp8_quantize_sm100, ("input", "sf_swizzle_layout", "alignment")),
     # dynafold's own declarations (hooks/dormant_ops.py) of the multi-LoRA MoE BGMV functions

@@ -28,6 +28,7 @@ xqa's `q_scale` and `kv_scale`: one operator per combination of members); the at
 guarded constants, so a new plan does not recompile.
 """
 
+import enum
 import inspect
 import itertools
 import types
@@ -315,7 +316,6 @@ def _is_int_tuple(hint):
 
 def _int_enum(hint):
     """The IntEnum class `hint` is, else None."""
-    import enum
     return hint if isinstance(hint, type) and issubclass(hint, enum.IntEnum) else None
 
 
@@ -506,6 +506,11 @@ class Narrowing:
                 if is_generator(hint):
                     return "schema not expressible (a Generator parameter)"
                 kept.append((index, param.name, default))
+                if _int_enum(type(default)) is not None:
+                    # An int parameter whose default is an IntEnum member (the top-k
+                    # functions' `tie_break=TopKTieBreak.NONE`, whose str() is "none"): the
+                    # schema writes its value.
+                    param = param.replace(default=int(default))
                 params.append(param.replace(annotation=hint))
                 continue
             if rule.annotation is None and not isinstance(

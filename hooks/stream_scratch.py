@@ -6,15 +6,20 @@ share a buffer they leave in a known state (top-k's zeroed row states, GEMM work
 puts that C call in the graph, and on a GPU its int result is "a torch.* op returned
 non-Tensor": a break under fullgraph=True in every op that reaches it (the top-k sampling
 paths, bmm_fp8, the low-latency and cuDNN GEMMs). The first call also builds a MemPool.
+Top-k's own lookup, `flashinfer.topk._get_row_states_buffer(name, device, num_bytes)`, asks
+first whether a CUDA graph is being captured (`torch.cuda.is_current_stream_capturing()`, the
+same kind of break: found on the H200, 2026-12-02) and then gives a fresh zeroed buffer, from
+the graph's pool, instead of the stream's.
 
-Baking the trace-time stream's buffer into the graph would bring back the sharing PR #3618
-removed, so the lookup stays a run-time call: Dynamo meets `dynafold_flashinfer::stream_scratch`,
-an operator whose kernel is FlashInfer's own function (the current stream's buffer, made in
-FlashInfer's pool on first use, also under CUDA graph capture as FlashInfer intends) and whose
-fake is the buffer's shape. FlashInfer's function itself is untouched; eager calls never see
-the operator.
+Baking the trace-time stream's buffer, or the trace-time answer to "capturing?", into the graph
+would bring back the sharing PR #3618 removed (a compiled graph is captured later, by SGLang),
+so each lookup stays a run-time call: Dynamo meets an operator of dynafold's whose kernel is
+FlashInfer's own function (the current stream's buffer, made in FlashInfer's pool on first use,
+or the capture's own) and whose fake is the buffer's shape. FlashInfer's functions themselves
+are untouched; eager calls never see the operators.
 """
 
+import inspect
 import logging
 import sys
 
@@ -22,45 +27,75 @@ import torch
 
 _log = logging.getLogger("dynafold")
 
-OP = "dynafold_flashinfer::stream_scratch"
+# (module, FlashInfer's lookup, dynafold's operator): each lookup's parameters are
+# (name, num_bytes, device, zero_init) or, for top-k, (name, device, num_bytes).
+LOOKUPS = (
+    ("flashinfer.utils", "_get_stream_cache_buf", "stream_scratch"),
+    ("flashinfer.topk", "_get_row_states_buffer", "topk_row_states"),
+)
 _substituted = set()
-_op = []
-# FlashInfer's lookup, the latest seen: the operator is defined once per process.
-_lookup = []
+_ops = {}
+# FlashInfer's lookups, the latest seen of each: the operators are defined once per process.
+_lookups = {}
 
 
-def _operator():
-    if _op:
-        return _op[0]
+def _prefix(buf, num_bytes):
+    # A stream's buffer grown by an earlier, larger call is returned whole by FlashInfer; the
+    # operator gives the prefix its fake describes (the same memory, so the same state).
+    return buf if buf.size(0) == num_bytes else buf.narrow(0, 0, num_bytes)
 
-    @torch.library.custom_op(OP, mutates_args=())
-    def stream_scratch(name: str, num_bytes: int, device: torch.device,
-                       zero_init: bool) -> torch.Tensor:
-        return _lookup[-1](name, num_bytes, device, zero_init)
 
-    @stream_scratch.register_fake
-    def _(name, num_bytes, device, zero_init):
-        return torch.empty(num_bytes, dtype=torch.uint8, device=device)
+def _operator(op_name):
+    if op_name in _ops:
+        return _ops[op_name]
+    if op_name == "stream_scratch":
+        @torch.library.custom_op("dynafold_flashinfer::stream_scratch", mutates_args=())
+        def stream_scratch(name: str, num_bytes: int, device: torch.device,
+                           zero_init: bool) -> torch.Tensor:
+            return _prefix(_lookups[op_name](name, num_bytes, device, zero_init), num_bytes)
 
-    _op.append(torch.ops.dynafold_flashinfer.stream_scratch.default)
-    return _op[0]
+        @stream_scratch.register_fake
+        def _(name, num_bytes, device, zero_init):
+            return torch.empty(num_bytes, dtype=torch.uint8, device=device)
+    else:
+        @torch.library.custom_op("dynafold_flashinfer::topk_row_states", mutates_args=())
+        def topk_row_states(name: str, device: torch.device, num_bytes: int) -> torch.Tensor:
+            return _prefix(_lookups[op_name](name, device, num_bytes), num_bytes)
+
+        @topk_row_states.register_fake
+        def _(name, device, num_bytes):
+            return torch.empty(num_bytes, dtype=torch.uint8, device=device)
+    _ops[op_name] = getattr(torch.ops.dynafold_flashinfer, op_name).default
+    return _ops[op_name]
+
+
+def _stand_in(op_name, lookup):
+    op = _operator(op_name)
+    if op_name == "stream_scratch":
+        def stand_in(name, num_bytes, device, zero_init=False):
+            return op(name, num_bytes, torch.device(device), zero_init)
+        return stand_in
+    default = inspect.signature(lookup).parameters["num_bytes"].default
+    if not isinstance(default, int):
+        raise TypeError(f"num_bytes defaults to {default!r}, not an int")
+
+    def stand_in(name, device, num_bytes=default):
+        return op(name, torch.device(device), num_bytes)
+    return stand_in
 
 
 def make_opaque():
-    """Has Dynamo call the operator wherever it meets FlashInfer's lookup; a no-op before
-    `flashinfer.utils` is loaded, for releases without the lookup, and once done."""
-    utils = sys.modules.get("flashinfer.utils")
-    lookup = getattr(utils, "_get_stream_cache_buf", None) if utils is not None else None
-    if lookup is None or id(lookup) in _substituted:
-        return
-    _substituted.add(id(lookup))
-    _lookup.append(lookup)
-    try:
-        op = _operator()
-
-        def stand_in(name, num_bytes, device, zero_init=False):
-            return op(name, num_bytes, torch.device(device), zero_init)
-
-        torch._dynamo.substitute_in_graph(lookup, skip_signature_check=True)(stand_in)
-    except Exception as e:  # the lookup stays traced: the op breaks as it would without us
-        _log.debug("dynafold: flashinfer.utils._get_stream_cache_buf stays traced: %s", e)
+    """Has Dynamo call the operators wherever it meets FlashInfer's lookups; a no-op for a
+    module not loaded yet, for releases without the lookup, and once done."""
+    for module_name, function, op_name in LOOKUPS:
+        module = sys.modules.get(module_name)
+        lookup = getattr(module, function, None) if module is not None else None
+        if lookup is None or id(lookup) in _substituted:
+            continue
+        _substituted.add(id(lookup))
+        _lookups[op_name] = lookup
+        try:
+            torch._dynamo.substitute_in_graph(lookup, skip_signature_check=True)(
+                _stand_in(op_name, lookup))
+        except Exception as e:  # the lookup stays traced: the op breaks as it would without us
+            _log.debug("dynafold: %s.%s stays traced: %s", module_name, function, e)

@@ -16,7 +16,11 @@ Dynamo; the kernels are never run (under FakeTensorMode the operators' fakes ans
 3. A JIT module's `plan` (the attention schedulers, which run on the host) returns a plan of
    ints, as FlashInfer's scheduler does (its values only reach kernels that never run here).
 4. No CUDA graph is being captured (`torch.cuda.is_current_stream_capturing()` is False: it
-   asks the driver, which this machine lacks).
+   asks the driver, which this machine lacks). The answer is given underneath, by the C
+   binding the function calls, so that Dynamo still meets PyTorch's function, an in-graph
+   torch.cuda function whose bool result is a break under fullgraph=True, as on a GPU (the
+   H200 found 0.7.4's top-k row-state lookup asking it, 2026-12-02, where a Python stand-in
+   had let the trace through).
 5. Triton finds a GPU (`torch.utils._triton.has_triton()` is True, as on the H200): Dynamo
    recognises a Triton kernel launch (FlashInfer's Triton kernels: page indices, segment
    GEMM) and puts it in the graph as its kernel wrapper only where it does; without a GPU it
@@ -302,7 +306,7 @@ def install():
     torch.cuda.current_device = lambda: 0
     torch.cuda.is_available = _is_available
     torch.cuda.device_count = lambda: 1
-    torch.cuda.is_current_stream_capturing = lambda: False
+    torch.cuda.graphs._cuda_isCurrentStreamCapturing = lambda: False
     import torch.utils._triton as triton_probe
     if triton_probe.has_triton_package():
         triton_probe.has_triton = lambda *, include_cpu=False: True

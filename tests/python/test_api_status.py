@@ -17,11 +17,14 @@ RELEASE = "0.7.4"
 API = ROOT / "integration" / "api_status"
 SHIPPED = ROOT / "docs" / "api-status" / f"{RELEASE}.json"
 PER_FAMILY = 2
-# Always in the subset: 0.7.4's per-stream scratch lookup, a run-time operator under compile
-# (hooks/stream_scratch.py), a prefill run after its plan() on host index pointers, and an op
+# Always in the subset: 0.7.4's per-stream scratch lookups (the GEMM workspace and top-k's row
+# states), run-time operators under compile (hooks/stream_scratch.py), a DSA top-k transform
+# whose backend choice asks whether a CUDA graph is being captured, a prefill run after its
+# plan() on host index pointers, and an op
 # whose JIT loader FlashInfer calls with a keyword (`get_dsv3_fused_routing_module(
 # backend=...)`, which dynafold's loader stand-in refused before it took keywords).
-ALWAYS = ["top_k_renorm_probs", "BatchPrefillWithPagedKVCacheWrapper.run",
+ALWAYS = ["top_k_renorm_probs", "bmm_fp8", "top_k_page_table_transform",
+          "BatchPrefillWithPagedKVCacheWrapper.run",
           "fused_moe.fused_topk_deepseek",
           # SGLang's FlashInfer backend calls it; a partialmethod underneath (hooks/partial_methods.py).
           "BatchPrefillWithRaggedKVCacheWrapper.forward_return_lse",
@@ -102,8 +105,10 @@ def test_ops_that_traced_still_trace(preload, tmp_path):
         if shipped["ops"][name].get("operators"):
             assert (_unnumbered(new["ops"][name]["operators"])
                     == _unnumbered(shipped["ops"][name]["operators"])), name
-    assert "dynafold_flashinfer.stream_scratch.default" in \
+    assert "dynafold_flashinfer.topk_row_states.default" in \
         new["ops"]["top_k_renorm_probs"]["operators"], new["ops"]["top_k_renorm_probs"]
+    assert "dynafold_flashinfer.stream_scratch.default" in \
+        new["ops"]["bmm_fp8"]["operators"], new["ops"]["bmm_fp8"]
     # A fake that agreed with FlashInfer's own shape arithmetic still does.
     for name in names:
         if shipped["ops"][name].get("fake_check") == "agrees":

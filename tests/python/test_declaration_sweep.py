@@ -41,6 +41,8 @@ LEFT_AS_SHIPPED = (
     # ints declared mutable (the comm ops' pointer arguments). (XQA's two Unions are woken as
     # one operator per combination of members, hooks/op_narrowing.py.)
     "schema not expressible",
+    # 0.6.16's top_k_page_table_transform (TOP_K_07).
+    "correction names parameters the kernel lacks (out_raw_indices, out)",
 )
 # Declarations whose module does not import here, and why that is not dynafold's to answer.
 NOT_IMPORTABLE = {
@@ -95,8 +97,11 @@ NORMS = ["flashinfer.norm:" + name for name in (
 # 0.7.4's fused norms for the SM100 family (data_ptr() checks before their declared ops).
 GATED_NORMS = ["flashinfer.norm:" + name for name in (
     "gated_residual_rmsnorm", "gated_residual_next_rmsnorm", "rmsnorm_sigmoid_gate")]
-# top_k (every release): its backend choice and CUB workspace query in the public body.
-TOP_K = ["flashinfer.topk:top_k"]
+# top_k and the DSA transforms (every release): their backend choice, CUB workspace query and
+# (0.7.4) capture query in the public body. The page-table form's correction describes 0.7.x's
+# `out` and `out_raw_indices`; 0.6.16 has neither and traces it as shipped.
+TOP_K = ["flashinfer.topk:top_k", "flashinfer.topk:top_k_ragged_transform"]
+TOP_K_07 = ["flashinfer.topk:top_k_page_table_transform"]
 # The GEMMs whose public function calls its JIT kernel (0.6.16 on; tinygemm_bf16 reads
 # data_ptr() on 0.7.4; the DeepGEMM ones build cuda-python driver structs), and SVDQuant's
 # smooth quantizer.
