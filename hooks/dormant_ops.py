@@ -607,6 +607,21 @@ EXTRA_DECLARATIONS = [
     # the loader gives a stand-in whose `csf_expand` is dynafold's declaration
     # (hooks/attention_plans.py); the kernel writes only `out`, its view declared mutable.
     ("_dynafold_attention_plans", "csf_expand", "flashinfer::csf_expand_jit", ("out",), None),
+    # MiniMax-H3's packed-varlen attentions (prefill.py; BF16 and NVFP4 0.7.2 on, the two FP8
+    # ones 0.7.4; SM100/SM103, experimental): each public function imports its one-shot Cake
+    # entry (experimental/minimax_h3_varlen_attention/cake_backend.py), which checks every
+    # tensor's data_ptr() alignment (_check_thd `% 16`, the NVFP4 route's `% 32`; no trace can
+    # read an address), reads cu_seqlens on the host unless cu_seqlens_host is given, plans
+    # (the BF16/FP8 plan cache keyed by the offsets' values and the stream) and launches its
+    # programs through tvm_ffi, no op declared. The four share no inner launcher of tensors
+    # (each prepares a runner object), so each public function is the boundary. The kernels
+    # write `out` (the caller's, or a fresh BF16 [T, H, 128]) and FlashInfer's own scratch
+    # (plan tables, the FP8 copies and descales, the NVFP4 workspace), never the caller's
+    # query, key, value or descales; the result is `out` itself (hooks/op_corrections.py
+    # `result_is_given`); the fake is hooks/op_fakes.py's.
+    *(("flashinfer.prefill", name, f"flashinfer::{name}", (), None)
+      for name in ("minimax_h3_varlen_attention", "minimax_h3_varlen_fp8_attention",
+                   "minimax_h3_varlen_fp8_attention_bf16", "minimax_h3_varlen_nvfp4_attention")),
 ]
 
 class _Declared:

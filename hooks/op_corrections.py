@@ -284,6 +284,14 @@ CORRECTIONS = {
     ("flashinfer.sparse", "qsa_sparse_paged_attention"): {
         "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },
+    # dynafold's declarations of MiniMax-H3's packed-varlen attentions (prefill.py, 0.7.2 on):
+    # each returns `out`, the caller's when given, else the BF16 [T, H, 128] its Cake entry
+    # allocates (experimental/minimax_h3_varlen_attention/cake_backend.py: the runners'
+    # `launch` ends `return self.out`).
+    **{("flashinfer.prefill", name): {
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True}}
+       for name in ("minimax_h3_varlen_attention", "minimax_h3_varlen_fp8_attention",
+                    "minimax_h3_varlen_fp8_attention_bf16", "minimax_h3_varlen_nvfp4_attention")},
     # dynafold's declarations of the cuDNN QSA forwards (0.7.4): three fresh results.
     **{("flashinfer.qsa", name): {"fresh_only": {"when": {}, "results": 3}}
        for name in ("qsa_forward", "qsa_indexed_forward")},

@@ -616,6 +616,15 @@ def _qsa_sparse_paged_attention(values):
     return torch.empty_like(values["q"])
 
 
+def _minimax_h3_varlen_attention(values):
+    """MiniMax-H3 packed-varlen attention's fresh result (no `out`), on every route (BF16, FP8,
+    FP8 from BF16, NVFP4): `torch.empty((total_tokens, num_heads, HEAD_DIM), bfloat16)`, the
+    query's [T, H, 128] (0.7.2, 0.7.4: experimental/minimax_h3_varlen_attention/cake_backend.py
+    _prepare_bf16, _prepare_nvfp4, prepare_minimax_h3_varlen_fp8_attention)."""
+    query = values["query"]
+    return query.new_empty(tuple(query.shape), dtype=torch.bfloat16)
+
+
 def _qsa_forward(values):
     """cuDNN QSA's (out, out_fp32, lse) (qsa.py docstrings): bfloat16 and float32 [T, Hq, 256]
     outputs and the float32 [Hq, T] natural-log normaliser."""
@@ -836,6 +845,11 @@ BY_NAME = {
         _chunk_gated_delta_rule2, ("q", "v", "cu_seqlens", "initial_state")),
     # dynafold's own declarations (hooks/dormant_ops.py) of 0.7.4's QSA attention.
     "flashinfer::qsa_sparse_paged_attention": (_qsa_sparse_paged_attention, ("q",)),
+    # dynafold's own declarations of MiniMax-H3's packed-varlen attentions (hooks/dormant_ops.py),
+    # woken for the call that gives no `out` (and, as a mutation, for one that does).
+    **{f"flashinfer::{name}": (_minimax_h3_varlen_attention, ("query",))
+       for name in ("minimax_h3_varlen_attention", "minimax_h3_varlen_fp8_attention",
+                    "minimax_h3_varlen_fp8_attention_bf16", "minimax_h3_varlen_nvfp4_attention")},
     "flashinfer::qsa_forward": (_qsa_forward, ("q",)),
     "flashinfer::qsa_indexed_forward": (_qsa_forward, ("q",)),
     # dynafold's own declaration (hooks/dormant_ops.py) of the public top_k.

@@ -649,26 +649,37 @@ def given_result(fn, hints, spec):
     # cannot be functionalized (torch's auto_functionalize refuses list results), so inductor
     # would fail where the trace succeeded.
     result = typing.Tuple[(torch.Tensor,) * spec["rest"]] if form == "list+" else None
-    # (0.7.4 cute_dsl_fused_moe: with its `nvfp4_4over6=_UNSET` call too, `_with_object_defaults`.)
-    out = _with_object_defaults(fn, hints, fits={argument: _fits_a_tensor, **conditions},
-                                result=result)
-    if isinstance(out, str):
-        return out
-    for given in out:
-        given.gives_back = (form, [name for _, name, _ in given.kept].index(argument))
+    # One per combination of members of its `Union[scalar, Tensor]` parameters, as `variants`
+    # makes them (0.7.4's minimax_h3_varlen_fp8_attention: three descales, a float or a
+    # Tensor each).
+    splits = _union_splits(hints)
+    if isinstance(splits, str):
+        return splits
+    out = []
+    for split in splits:
+        # (0.7.4 cute_dsl_fused_moe: with its `nvfp4_4over6=_UNSET` call too,
+        # `_with_object_defaults`.)
+        given = _with_object_defaults(fn, hints, fits={argument: _fits_a_tensor, **conditions},
+                                      result=result, split=split)
+        if isinstance(given, str):
+            return given
+        for one in given:
+            one.gives_back = (form, [name for _, name, _ in one.kept].index(argument))
+        out += given
     if spec.get("fresh_otherwise"):
         # With the form "itself" the result is the buffer or the one the function allocates
         # in its place: a Tensor, also where FlashInfer wrote no return annotation (the
         # DeepGEMM grouped GEMMs' `return out`).
         result = (torch.Tensor if form == "itself" and "return" not in hints
                   else inspect.Parameter.empty)
-        fresh = _with_object_defaults(fn, hints, fits={argument: _fits_none, **conditions},
-                                      result=result)
-        if isinstance(fresh, str):
-            return fresh
-        for one in fresh:
-            one.suffix = "_fresh" + one.suffix
-        out += fresh
+        for split in splits:
+            fresh = _with_object_defaults(fn, hints, fits={argument: _fits_none, **conditions},
+                                          result=result, split=split)
+            if isinstance(fresh, str):
+                return fresh
+            for one in fresh:
+                one.suffix = "_fresh" + one.suffix
+            out += fresh
     return out
 
 

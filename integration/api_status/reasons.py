@@ -267,6 +267,27 @@ NO_SCHEMA = {
         "in its body, outside any op declaration, a break on a GPU too; no dynafold boundary: "
         "it takes an AlphaMoeNvfp4DeferredOutput (the deferred call's route accumulators, "
         "route id and scalars), a Python object no operator schema can take",
+    # 0.7.x gemm/kimi_k3_fp8_projection.py -> experimental/kimi_k3_fp8_projection/
+    # cake_backend.py kimi_k3_fp8_projection.
+    "gemm.kimi_k3_fp8_projection":
+        "checks data_ptr() alignment (the activations' `% 16`, 0.7.4; the workspace scale "
+        "buffer's `% 256`) and picks its store route from `out`'s address on the traced "
+        "path, a break on a GPU too; no dynafold boundary: it takes `prepared: Any` (a "
+        "PreparedProjectionWeight dataclass from prepare_kimi_k3_fp8_projection_weights: the "
+        "weight and scale tiles as device tensors, its shape record and a per-weight "
+        "scale-tile cache it fills on first use) and `workspace: Any` (a ProjectionWorkspace), "
+        "Python objects no operator schema can take",
+    # 0.7.x kda.py recurrent_kda, SGLang 0.5.23's Kimi-Linear extend call (backend="cute-dsl").
+    "recurrent_kda":
+        "checks data_ptr() alignment in its backend choice on the traced path "
+        "(kda_prefill_cute.py _is_cute_dsl_kda_prefill_eligible: `beta.data_ptr() % 16`, "
+        "`initial_state.data_ptr() % 16`), a break on a GPU too; no dynafold boundary: the "
+        "public function dispatches over eight backends whose writes differ per backend and "
+        "call form (the state pool in place at ssm_state_indices, state_checkpoints, "
+        "correction_cache and kg_cache, output), takes a RecurrentKDAPrefillWorkspace object, "
+        "and returns (output, None), (output, final_state) or a triple by its arguments (a "
+        "Union of tuples, one holding None): no operator schema returns None in a tuple, and "
+        "no dynafold narrowing gives such a result back",
     "fused_moe.kimi_k3_fused_router":
         "checks data_ptr() alignment (and that its tensors do not overlap, from their "
         "addresses) on the traced path, a break on a GPU too; no dynafold boundary: it takes "

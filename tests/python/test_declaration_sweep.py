@@ -178,12 +178,17 @@ GEMMS_07 = ["flashinfer.gemm.gemm_base:group_gemm_fp8_nt_groupwise_contiguous"] 
     "flashinfer.gemm.cake_quant_lora_gemm:" + name for name in ("mm_fp8_lora", "mm_nvfp4_lora")]
 # 0.7.4's expand_csf_scales: its quantization JIT module's `csf_expand`, called in its body.
 CSF = ["_dynafold_attention_plans:csf_expand"]
+# 0.7.x's MiniMax-H3 packed-varlen attentions (data_ptr() checks, plan and Cake launches in
+# their one-shot entries; 0.6.16 has none).
+MINIMAX_H3 = ["flashinfer.prefill:" + name for name in (
+    "minimax_h3_varlen_attention", "minimax_h3_varlen_fp8_attention",
+    "minimax_h3_varlen_fp8_attention_bf16", "minimax_h3_varlen_nvfp4_attention")]
 # Both sweep releases have these; 0.7.4 the rest.
 BOTH = (NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + MONO + JIT_CALLS + CUDNN_GEMMS
         + NVFP4_ATTN)
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + QSA + CUDNN_0_7
        + ATTN_JIT + B12X + ALPHAMOE + MLA_KV_PACK + STATE_POOLS + CAKE_SAMPLING + GEMMS_07 + CSF
-       + [
+       + MINIMAX_H3 + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
