@@ -250,13 +250,6 @@ CALLER_HELD_MODULES = {
 # say, by op name: where the named reason would ask for a dynafold boundary, this says why
 # there is none.
 NO_SCHEMA = {
-    "fused_moe.populate_trtllm_moe_routing_metadata_":
-        "reaches FlashInfer's JIT module function `trtllm_moe_populate_routing_metadata_multi_tile` "
-        "directly in its body, outside any op declaration, a break on a GPU too; no dynafold "
-        "boundary: what the kernel writes is the prepared slots' tensors inside its "
-        "TrtllmMoERoutingMetadata argument (routing_metadata.flat_tensors(), core.py), a "
-        "Python object no operator schema can take, and the JIT call has no function of its "
-        "own to declare instead",
     "fused_moe.alphamoe_nvfp4_routed_moe_deferred":
         "checks data_ptr() alignment and picks its route from it on the traced path, a break "
         "on a GPU too; no dynafold boundary: it returns an AlphaMoeNvfp4DeferredOutput "
@@ -267,12 +260,6 @@ NO_SCHEMA = {
         "in its body, outside any op declaration, a break on a GPU too; no dynafold boundary: "
         "it takes an AlphaMoeNvfp4DeferredOutput (the deferred call's route accumulators, "
         "route id and scalars), a Python object no operator schema can take",
-    "fused_moe.kimi_k3_fused_router":
-        "checks data_ptr() alignment (and that its tensors do not overlap, from their "
-        "addresses) on the traced path, a break on a GPU too; no dynafold boundary: it takes "
-        "`plan: Optional[Any]` (a caller's KimiK3RoutePlan) and returns a KimiK3RoutePlan "
-        "NamedTuple whose fields callers read by name, which an operator can return only as "
-        "a plain tuple",
 }
 
 

@@ -173,12 +173,18 @@ GEMMS_07 = ["flashinfer.gemm.gemm_base:group_gemm_fp8_nt_groupwise_contiguous"] 
     "flashinfer.gemm.cake_quant_lora_gemm:" + name for name in ("mm_fp8_lora", "mm_nvfp4_lora")]
 # 0.7.4's expand_csf_scales: its quantization JIT module's `csf_expand`, called in its body.
 CSF = ["_dynafold_attention_plans:csf_expand"]
+# 0.7.x's populate_trtllm_moe_routing_metadata_: the fused-MoE namespace's
+# `populate_routing_metadata_multi_tile`, called in its body on the slots' flattened tensors.
+ROUTING_METADATA = ["_dynafold_attention_plans:trtllm_moe_populate_routing_metadata"]
+# 0.7.x's Kimi-K3 fused router (data_ptr() checks; a KimiK3RoutePlan NamedTuple in and out):
+# dynafold's declarations of its call without and with the caller's plan.
+KIMI_K3 = ["_dynafold_attention_plans:" + name for name in ("kimi_k3_route", "kimi_k3_route_into")]
 # Both sweep releases have these; 0.7.4 the rest.
 BOTH = (NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + MONO + JIT_CALLS + CUDNN_GEMMS
         + NVFP4_ATTN)
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + QSA + CUDNN_0_7
        + ATTN_JIT + B12X + ALPHAMOE + MLA_KV_PACK + STATE_POOLS + CAKE_SAMPLING + GEMMS_07 + CSF
-       + [
+       + ROUTING_METADATA + KIMI_K3 + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
