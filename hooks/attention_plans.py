@@ -358,8 +358,22 @@ class _TrtllmMoeCalls(_HeldModule):
         return trtllm_moe_populate_routing_metadata(self.key, *args)
 
 
+class _AlphaMoeCalls(_HeldModule):
+    """What 0.7.x's AlphaMoE NVFP4 module (`get_alphamoe_nvfp4_sm100_module()`) is to a trace:
+    `nvfp4_complete_routed_finalize_op` (which alphamoe_nvfp4_finalize_deferred calls in its
+    body, outside any declared op, with the deferred call's held tensors) is dynafold's
+    `alphamoe_complete_routed_finalize`; every other attribute is the module's own."""
+
+    CALLS = "nvfp4_complete_routed_finalize_op"
+
+    def nvfp4_complete_routed_finalize_op(self, *args):
+        return alphamoe_complete_routed_finalize(self.key, *args)
+
+
 # (module, loader) -> the stand-in class of what it returns, under compile.
 LOADERS = {
+    ("flashinfer.fused_moe.alphamoe_nvfp4_sm100", "get_alphamoe_nvfp4_sm100_module"):
+        _AlphaMoeCalls,
     ("flashinfer.pod", "get_pod_module"): _PodCalls,
     ("flashinfer.pod", "get_batch_pod_module"): _BatchPodCalls,
     ("flashinfer.quantization.packbits", "get_quantization_module"): _QuantizationCalls,
@@ -543,6 +557,27 @@ def trtllm_moe_populate_routing_metadata(
     _modules[module].populate_routing_metadata_multi_tile(
         topk_ids, num_experts, top_k, local_expert_offset, num_local_experts, tile_tokens_dims,
         flat_routing_metadata, routing_input_mode, topk_weights)
+
+
+def alphamoe_complete_routed_finalize(
+    module: int,
+    route_accumulator: torch.Tensor,
+    route_experts: torch.Tensor,
+    output2_scale_scalar: torch.Tensor,
+    topk_weights: torch.Tensor,
+    seed: torch.Tensor,
+    out: torch.Tensor,
+    top_k: int,
+    routed_scaling_factor: float,
+    route_id: int,
+) -> None:
+    """0.7.x's AlphaMoE NVFP4 JIT function `nvfp4_complete_routed_finalize_op`
+    (csrc/alphamoe_nvfp4_sm100.cu RunCompleteRoutedFinalize): writes `out` = `seed` plus the
+    weighted route contributions, element by element (`out` may be `seed` itself: the
+    function's default, in place); every other tensor is read (docs/op-audit)."""
+    _modules[module].nvfp4_complete_routed_finalize_op(
+        route_accumulator, route_experts, output2_scale_scalar, topk_weights, seed, out,
+        top_k, routed_scaling_factor, route_id)
 
 
 # --- Python objects around an operator ------------------------------------------------------

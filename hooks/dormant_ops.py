@@ -604,6 +604,14 @@ EXTRA_DECLARATIONS = [
     # them and writes nothing else (`topk_ids`, `topk_weights` read; docs/op-audit).
     ("_dynafold_attention_plans", "trtllm_moe_populate_routing_metadata",
      "flashinfer::trtllm_moe_populate_routing_metadata_jit", ("flat_routing_metadata",), None),
+    # alphamoe_nvfp4_finalize_deferred (0.7.2 on) calls the AlphaMoE module's tvm_ffi
+    # `nvfp4_complete_routed_finalize_op` in its body, outside any declared op, with the
+    # tensors and route id held in the deferred call's AlphaMoeNvfp4DeferredOutput (no schema
+    # can take it). Under compile the cached loader gives a stand-in whose function is
+    # dynafold's declaration (hooks/attention_plans.py): the public body unpacks the object
+    # itself. The kernel writes only `out` (the caller's, or `seed` itself), declared mutable.
+    ("_dynafold_attention_plans", "alphamoe_complete_routed_finalize",
+     "flashinfer::alphamoe_complete_routed_finalize_jit", ("out",), None),
     # kimi_k3_fused_router (0.7.2 on, experimental; SM100/SM103) checks data_ptr() alignment
     # and that its tensors do not overlap (from their addresses) in the body it reaches
     # (cake_backend.py prepare_kimi_k3_fused_router), then launches its generated program; it

@@ -250,16 +250,16 @@ CALLER_HELD_MODULES = {
 # say, by op name: where the named reason would ask for a dynafold boundary, this says why
 # there is none.
 NO_SCHEMA = {
+    # alphamoe_nvfp4_sm100.py (0.7.x): _alphamoe_complete_route_id reads the prepared
+    # carriers' data_ptr() alignment; route 1 allocates float32 accumulators, route 9 bf16
+    # ones, a route outside _DEFERRABLE_COMPLETE_ROUTES holds `out` and none.
     "fused_moe.alphamoe_nvfp4_routed_moe_deferred":
         "checks data_ptr() alignment and picks its route from it on the traced path, a break "
-        "on a GPU too; no dynafold boundary: it returns an AlphaMoeNvfp4DeferredOutput "
-        "(alphamoe_nvfp4_sm100.py: the route accumulators or the caller's `out`, the route id "
-        "and scalars, held for the finalize), a Python object no operator can return",
-    "fused_moe.alphamoe_nvfp4_finalize_deferred":
-        "reaches FlashInfer's JIT module function `nvfp4_complete_routed_finalize_op` directly "
-        "in its body, outside any op declaration, a break on a GPU too; no dynafold boundary: "
-        "it takes an AlphaMoeNvfp4DeferredOutput (the deferred call's route accumulators, "
-        "route id and scalars), a Python object no operator schema can take",
+        "on a GPU too; no dynafold boundary: the route chosen from the tensors' addresses "
+        "decides the form of the AlphaMoeNvfp4DeferredOutput it returns (the route id the "
+        "finalize launches by, a Python int; float32 or bfloat16 route accumulators, or none "
+        "and the caller's `out` finished), and an operator returns tensors of a form fixed "
+        "when traced, where no address can be read",
 }
 
 
