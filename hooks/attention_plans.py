@@ -344,11 +344,40 @@ class _QuantizationCalls(_HeldModule):
         return csf_expand(self.key, *args)
 
 
+class _TrtllmMoeCalls(_HeldModule):
+    """What 0.7.x's trtllm-gen fused-MoE namespace (`get_trtllm_moe_sm100_module()`, built by
+    the cached `_get_trtllm_moe_sm100_module_impl`) is to a trace:
+    `populate_routing_metadata_multi_tile` (which populate_trtllm_moe_routing_metadata_ calls
+    in its body, outside any declared op, with the prepared slots' tensors flattened) is
+    dynafold's `trtllm_moe_populate_routing_metadata`; every other attribute (the declared
+    MoE ops, the runners) is the namespace's own."""
+
+    CALLS = "populate_routing_metadata_multi_tile"
+
+    def populate_routing_metadata_multi_tile(self, *args):
+        return trtllm_moe_populate_routing_metadata(self.key, *args)
+
+
+class _AlphaMoeCalls(_HeldModule):
+    """What 0.7.x's AlphaMoE NVFP4 module (`get_alphamoe_nvfp4_sm100_module()`) is to a trace:
+    `nvfp4_complete_routed_finalize_op` (which alphamoe_nvfp4_finalize_deferred calls in its
+    body, outside any declared op, with the deferred call's held tensors) is dynafold's
+    `alphamoe_complete_routed_finalize`; every other attribute is the module's own."""
+
+    CALLS = "nvfp4_complete_routed_finalize_op"
+
+    def nvfp4_complete_routed_finalize_op(self, *args):
+        return alphamoe_complete_routed_finalize(self.key, *args)
+
+
 # (module, loader) -> the stand-in class of what it returns, under compile.
 LOADERS = {
+    ("flashinfer.fused_moe.alphamoe_nvfp4_sm100", "get_alphamoe_nvfp4_sm100_module"):
+        _AlphaMoeCalls,
     ("flashinfer.pod", "get_pod_module"): _PodCalls,
     ("flashinfer.pod", "get_batch_pod_module"): _BatchPodCalls,
     ("flashinfer.quantization.packbits", "get_quantization_module"): _QuantizationCalls,
+    ("flashinfer.fused_moe.core", "_get_trtllm_moe_sm100_module_impl"): _TrtllmMoeCalls,
 }
 
 
@@ -505,3 +534,126 @@ def csf_expand(
     (docs/op-audit)."""
     _modules[module].csf_expand(fixed, exceptions, exc_offsets, token_selected_experts, out,
                                 layout, swap_row_halves, local_expert_offset)
+
+
+def trtllm_moe_populate_routing_metadata(
+    module: int,
+    topk_ids: torch.Tensor,
+    num_experts: int,
+    top_k: int,
+    local_expert_offset: int,
+    num_local_experts: int,
+    tile_tokens_dims: typing.List[int],
+    flat_routing_metadata: typing.List[torch.Tensor],
+    routing_input_mode: int,
+    topk_weights: typing.Optional[torch.Tensor],
+) -> None:
+    """0.7.x's trtllm-gen fused-MoE JIT function `trtllm_moe_populate_routing_metadata_multi_tile`
+    (csrc/trtllm_fused_moe_kernel_launcher.cu): fills every prepared tile slot's nine tensors
+    (`flat_routing_metadata`, TrtllmMoERoutingMetadata.flat_tensors(): the padded count, the
+    permutation maps, the expert weights, histogram, per-expert counts and CTA maps) from the
+    live `topk_ids` (and, unpacked, `topk_weights`, copied into the slots' expert weights);
+    `topk_ids` and `topk_weights` are read (docs/op-audit)."""
+    _modules[module].populate_routing_metadata_multi_tile(
+        topk_ids, num_experts, top_k, local_expert_offset, num_local_experts, tile_tokens_dims,
+        flat_routing_metadata, routing_input_mode, topk_weights)
+
+
+def alphamoe_complete_routed_finalize(
+    module: int,
+    route_accumulator: torch.Tensor,
+    route_experts: torch.Tensor,
+    output2_scale_scalar: torch.Tensor,
+    topk_weights: torch.Tensor,
+    seed: torch.Tensor,
+    out: torch.Tensor,
+    top_k: int,
+    routed_scaling_factor: float,
+    route_id: int,
+) -> None:
+    """0.7.x's AlphaMoE NVFP4 JIT function `nvfp4_complete_routed_finalize_op`
+    (csrc/alphamoe_nvfp4_sm100.cu RunCompleteRoutedFinalize): writes `out` = `seed` plus the
+    weighted route contributions, element by element (`out` may be `seed` itself: the
+    function's default, in place); every other tensor is read (docs/op-audit)."""
+    _modules[module].nvfp4_complete_routed_finalize_op(
+        route_accumulator, route_experts, output2_scale_scalar, topk_weights, seed, out,
+        top_k, routed_scaling_factor, route_id)
+
+
+# --- Python objects around an operator ------------------------------------------------------
+
+# 0.7.x's Kimi-K3 fused router (fused_moe/kimi_k3_fused_router.py) returns a KimiK3RoutePlan
+# NamedTuple and takes one (`plan: Optional[Any]`, the caller's buffers), neither of which an
+# operator schema can say; its body checks data_ptr() alignment and that no two tensors
+# overlap (no trace can read an address). Under compile the public function is
+# `kimi_k3_fused_router` below (hooks/dormant_ops.py REBUILT): the plan's eight tensors go to
+# dynafold's declarations and the NamedTuple is made again around them, as eagerly.
+KIMI_K3_BACKEND = "flashinfer.experimental.kimi_k3_fused_router.cake_backend"
+KIMI_K3_PUBLIC = "flashinfer.fused_moe.kimi_k3_fused_router"
+
+
+def _kimi_k3_router():
+    import sys
+    return sys.modules[KIMI_K3_PUBLIC].kimi_k3_fused_router
+
+
+def kimi_k3_route(
+    logits: torch.Tensor,
+    bias: torch.Tensor,
+    block_m: int,
+) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                  torch.Tensor, torch.Tensor, torch.Tensor]:
+    """FlashInfer's kimi_k3_fused_router without a plan: the eight tensors of the plan it
+    allocates (allocate_kimi_k3_route_plan) and its kernel fills, in KimiK3RoutePlan's order;
+    `logits` and `bias` are read (docs/op-audit)."""
+    return tuple(_kimi_k3_router()(logits, bias, block_m=block_m))
+
+
+def kimi_k3_route_into(
+    logits: torch.Tensor,
+    bias: torch.Tensor,
+    block_m: int,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    sorted_token_ids: torch.Tensor,
+    expert_ids: torch.Tensor,
+    num_tokens_post_padded: torch.Tensor,
+    expert_counts: torch.Tensor,
+    expert_offsets: torch.Tensor,
+    expert_scatter_offsets: torch.Tensor,
+) -> None:
+    """FlashInfer's kimi_k3_fused_router with the caller's plan, given as its eight tensors:
+    the kernel writes them (capacity past the valid extent keeps its bytes) and reads
+    `logits` and `bias` (docs/op-audit)."""
+    import sys
+    plan = sys.modules[KIMI_K3_BACKEND].KimiK3RoutePlan(
+        topk_weights, topk_ids, sorted_token_ids, expert_ids, num_tokens_post_padded,
+        expert_counts, expert_offsets, expert_scatter_offsets)
+    _kimi_k3_router()(logits, bias, block_m=block_m, plan=plan)
+
+
+def kimi_k3_fused_router_through(plan_class):
+    """What Dynamo traces for FlashInfer's kimi_k3_fused_router: its own checks of what is
+    not a tensor (the backend, the plan's type, as its body and _validate_plan raise them),
+    then one of the operators above, and the plan made again (or the caller's returned, as
+    the runner returns the plan it was bound to)."""
+
+    def kimi_k3_fused_router(logits, bias, *, block_m=8, plan=None, backend="cake"):
+        if backend != "cake":
+            raise ValueError("the Kimi-K3 fused router currently supports backend='cake'")
+        if plan is None:
+            return plan_class(*kimi_k3_route(logits, bias, block_m))
+        if not isinstance(plan, plan_class):
+            raise TypeError(f"plan must be a KimiK3RoutePlan, got {type(plan).__name__}")
+        kimi_k3_route_into(logits, bias, block_m, *plan)
+        return plan
+
+    return kimi_k3_fused_router
+
+
+# (module, public function) -> (the module holding the Python object's class, a function of
+# that class giving what Dynamo traces instead of the public function).
+REBUILT = {
+    (KIMI_K3_PUBLIC, "kimi_k3_fused_router"): (
+        KIMI_K3_BACKEND, lambda backend: kimi_k3_fused_router_through(backend.KimiK3RoutePlan)),
+}

@@ -622,6 +622,37 @@ EXTRA_DECLARATIONS = [
     *(("flashinfer.prefill", name, f"flashinfer::{name}", (), None)
       for name in ("minimax_h3_varlen_attention", "minimax_h3_varlen_fp8_attention",
                    "minimax_h3_varlen_fp8_attention_bf16", "minimax_h3_varlen_nvfp4_attention")),
+    # populate_trtllm_moe_routing_metadata_ (0.7.2 on) calls the trtllm-gen fused-MoE
+    # namespace's tvm_ffi `populate_routing_metadata_multi_tile` in its own body
+    # (`get_trtllm_moe_sm100_module().populate_routing_metadata_multi_tile(...)`, core.py),
+    # outside any declared op, with the tensors it fills held in a TrtllmMoERoutingMetadata
+    # (frozen dataclasses) no schema can take. Under compile the cached loader
+    # (`_get_trtllm_moe_sm100_module_impl`) gives a stand-in whose function is dynafold's
+    # declaration (hooks/attention_plans.py); the public body's own flattening
+    # (`flat_tensors()`) hands it the slots' tensors, all declared mutable: the kernel fills
+    # them and writes nothing else (`topk_ids`, `topk_weights` read; docs/op-audit).
+    ("_dynafold_attention_plans", "trtllm_moe_populate_routing_metadata",
+     "flashinfer::trtllm_moe_populate_routing_metadata_jit", ("flat_routing_metadata",), None),
+    # alphamoe_nvfp4_finalize_deferred (0.7.2 on) calls the AlphaMoE module's tvm_ffi
+    # `nvfp4_complete_routed_finalize_op` in its body, outside any declared op, with the
+    # tensors and route id held in the deferred call's AlphaMoeNvfp4DeferredOutput (no schema
+    # can take it). Under compile the cached loader gives a stand-in whose function is
+    # dynafold's declaration (hooks/attention_plans.py): the public body unpacks the object
+    # itself. The kernel writes only `out` (the caller's, or `seed` itself), declared mutable.
+    ("_dynafold_attention_plans", "alphamoe_complete_routed_finalize",
+     "flashinfer::alphamoe_complete_routed_finalize_jit", ("out",), None),
+    # kimi_k3_fused_router (0.7.2 on, experimental; SM100/SM103) checks data_ptr() alignment
+    # and that its tensors do not overlap (from their addresses) in the body it reaches
+    # (cake_backend.py prepare_kimi_k3_fused_router), then launches its generated program; it
+    # returns a KimiK3RoutePlan NamedTuple and takes one as `plan`, which no schema can say.
+    # Under compile Dynamo traces dynafold's Python for it (hooks/attention_plans.py REBUILT),
+    # which calls these two with the plan's eight tensors: without a plan, fresh (the plan
+    # FlashInfer allocates, its fake hooks/op_fakes.py's); with the caller's, all eight
+    # declared mutable. The kernel writes only the plan (docs/op-audit).
+    ("_dynafold_attention_plans", "kimi_k3_route", "flashinfer::kimi_k3_route", (), None),
+    ("_dynafold_attention_plans", "kimi_k3_route_into", "flashinfer::kimi_k3_route_into",
+     ("topk_weights", "topk_ids", "sorted_token_ids", "expert_ids", "num_tokens_post_padded",
+      "expert_counts", "expert_offsets", "expert_scatter_offsets"), None),
 ]
 
 class _Declared:
@@ -883,6 +914,7 @@ def wake_pending(*_args):
         else:
             entry["skipped"][why_not] = entry["skipped"].get(why_not, 0) + 1
             _log.debug("dynafold: %s left as FlashInfer ships it: %s", declared.name, why_not)
+    _substitute_rebuilt()
     _make_loaders_transparent()
     _filter_cache_warning()
     # FlashInfer's logger arrives with a module import, which is what brings a compile here.
@@ -916,6 +948,31 @@ def _reorder_once_warnings():
 
 
 _reordered = [False]
+
+
+def _substitute_rebuilt():
+    """Public functions that take or return a Python object no schema can say (a NamedTuple of
+    tensors), once their module is loaded: Dynamo traces dynafold's Python instead
+    (hooks/attention_plans.py REBUILT), which unpacks the object into dynafold's declarations
+    and makes it again around their results. The function itself is untouched for eager calls;
+    what is substituted is the function FlashInfer's decorators wrap (the experimental and
+    logging wrappers call it, hooks above)."""
+    for (module_name, attr), (holder, through) in attention_plans.REBUILT.items():
+        module = sys.modules.get(module_name)
+        fn = getattr(module, attr, None) if module is not None else None
+        if fn is None or (module_name, attr) in _rebuilt:
+            continue
+        _rebuilt.add((module_name, attr))
+        try:
+            import importlib
+            replacement = through(importlib.import_module(holder))
+            torch._dynamo.substitute_in_graph(inspect.unwrap(fn), skip_signature_check=True)(
+                replacement)
+        except Exception as e:  # a release that changed: traced as shipped
+            _log.debug("dynafold: %s.%s stays traced: %s", module_name, attr, e)
+
+
+_rebuilt = set()
 
 
 def _declare_extras():

@@ -701,6 +701,24 @@ def _silu_and_mul_scaled_nvfp4_experts_quantize_sm100(values):
     return output, scales
 
 
+def _kimi_k3_route(values):
+    """The KimiK3RoutePlan kimi_k3_fused_router allocates without a plan (0.7.2, 0.7.4:
+    experimental/kimi_k3_fused_router/cake_backend.py allocate_kimi_k3_route_plan): 16 routes
+    of 896 experts per token; `blocks = max_route_blocks(num_tokens, block_m)`, the
+    worst-case count of block_m-row route blocks (min(896, pairs) + (pairs - that) //
+    block_m); float32 weights, everything else int32."""
+    logits, block_m = values["logits"], values["block_m"]
+    tokens, top_k, experts = logits.shape[0], 16, 896
+    pairs = tokens * top_k
+    nonempty = torch.sym_min(experts, pairs)
+    blocks = nonempty + (pairs - nonempty) // block_m
+
+    def new(*shape, dtype=torch.int32):
+        return logits.new_empty(shape, dtype=dtype)
+    return (new(tokens, top_k, dtype=torch.float32), new(tokens, top_k), new(blocks * block_m),
+            new(blocks), new(1), new(experts), new(experts + 1), new(experts))
+
+
 # Declared name -> a fake taking the kernel's own parameters.
 PLAIN = {
     "flashinfer::merge_states": _merge_states,
@@ -877,6 +895,9 @@ BY_NAME = {
     # (hooks/op_corrections.py, form "list+").
     "flashinfer::cutlass_fused_moe:scratch": (
         _cutlass_fused_moe_scratch, ("input", "fc2_expert_weights")),
+    # dynafold's own declaration (hooks/dormant_ops.py) of the Kimi-K3 fused router without a
+    # plan: the plan's eight tensors (hooks/attention_plans.py makes the NamedTuple again).
+    "flashinfer::kimi_k3_route": (_kimi_k3_route, ("logits", "block_m")),
 }
 
 

@@ -250,23 +250,16 @@ CALLER_HELD_MODULES = {
 # say, by op name: where the named reason would ask for a dynafold boundary, this says why
 # there is none.
 NO_SCHEMA = {
-    "fused_moe.populate_trtllm_moe_routing_metadata_":
-        "reaches FlashInfer's JIT module function `trtllm_moe_populate_routing_metadata_multi_tile` "
-        "directly in its body, outside any op declaration, a break on a GPU too; no dynafold "
-        "boundary: what the kernel writes is the prepared slots' tensors inside its "
-        "TrtllmMoERoutingMetadata argument (routing_metadata.flat_tensors(), core.py), a "
-        "Python object no operator schema can take, and the JIT call has no function of its "
-        "own to declare instead",
+    # alphamoe_nvfp4_sm100.py (0.7.x): _alphamoe_complete_route_id reads the prepared
+    # carriers' data_ptr() alignment; route 1 allocates float32 accumulators, route 9 bf16
+    # ones, a route outside _DEFERRABLE_COMPLETE_ROUTES holds `out` and none.
     "fused_moe.alphamoe_nvfp4_routed_moe_deferred":
         "checks data_ptr() alignment and picks its route from it on the traced path, a break "
-        "on a GPU too; no dynafold boundary: it returns an AlphaMoeNvfp4DeferredOutput "
-        "(alphamoe_nvfp4_sm100.py: the route accumulators or the caller's `out`, the route id "
-        "and scalars, held for the finalize), a Python object no operator can return",
-    "fused_moe.alphamoe_nvfp4_finalize_deferred":
-        "reaches FlashInfer's JIT module function `nvfp4_complete_routed_finalize_op` directly "
-        "in its body, outside any op declaration, a break on a GPU too; no dynafold boundary: "
-        "it takes an AlphaMoeNvfp4DeferredOutput (the deferred call's route accumulators, "
-        "route id and scalars), a Python object no operator schema can take",
+        "on a GPU too; no dynafold boundary: the route chosen from the tensors' addresses "
+        "decides the form of the AlphaMoeNvfp4DeferredOutput it returns (the route id the "
+        "finalize launches by, a Python int; float32 or bfloat16 route accumulators, or none "
+        "and the caller's `out` finished), and an operator returns tensors of a form fixed "
+        "when traced, where no address can be read",
     # 0.7.x gemm/kimi_k3_fp8_projection.py -> experimental/kimi_k3_fp8_projection/
     # cake_backend.py kimi_k3_fp8_projection.
     "gemm.kimi_k3_fp8_projection":
@@ -288,12 +281,6 @@ NO_SCHEMA = {
         "and returns (output, None), (output, final_state) or a triple by its arguments (a "
         "Union of tuples, one holding None): no operator schema returns None in a tuple, and "
         "no dynafold narrowing gives such a result back",
-    "fused_moe.kimi_k3_fused_router":
-        "checks data_ptr() alignment (and that its tensors do not overlap, from their "
-        "addresses) on the traced path, a break on a GPU too; no dynafold boundary: it takes "
-        "`plan: Optional[Any]` (a caller's KimiK3RoutePlan) and returns a KimiK3RoutePlan "
-        "NamedTuple whose fields callers read by name, which an operator can return only as "
-        "a plain tuple",
 }
 
 

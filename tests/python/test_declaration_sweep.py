@@ -183,12 +183,21 @@ CSF = ["_dynafold_attention_plans:csf_expand"]
 MINIMAX_H3 = ["flashinfer.prefill:" + name for name in (
     "minimax_h3_varlen_attention", "minimax_h3_varlen_fp8_attention",
     "minimax_h3_varlen_fp8_attention_bf16", "minimax_h3_varlen_nvfp4_attention")]
+# 0.7.x's populate_trtllm_moe_routing_metadata_: the fused-MoE namespace's
+# `populate_routing_metadata_multi_tile`, called in its body on the slots' flattened tensors.
+ROUTING_METADATA = ["_dynafold_attention_plans:trtllm_moe_populate_routing_metadata"]
+# 0.7.x's Kimi-K3 fused router (data_ptr() checks; a KimiK3RoutePlan NamedTuple in and out):
+# dynafold's declarations of its call without and with the caller's plan.
+KIMI_K3 = ["_dynafold_attention_plans:" + name for name in ("kimi_k3_route", "kimi_k3_route_into")]
+# 0.7.x's alphamoe_nvfp4_finalize_deferred: the AlphaMoE module's
+# `nvfp4_complete_routed_finalize_op`, called in its body on the deferred object's tensors.
+ALPHAMOE_FINALIZE = ["_dynafold_attention_plans:alphamoe_complete_routed_finalize"]
 # Both sweep releases have these; 0.7.4 the rest.
 BOTH = (NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + MONO + JIT_CALLS + CUDNN_GEMMS
         + NVFP4_ATTN)
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + QSA + CUDNN_0_7
-       + ATTN_JIT + B12X + ALPHAMOE + MLA_KV_PACK + STATE_POOLS + CAKE_SAMPLING + GEMMS_07 + CSF
-       + MINIMAX_H3 + [
+       + ATTN_JIT + B12X + ALPHAMOE + MLA_KV_PACK + STATE_POOLS + CAKE_SAMPLING + GEMMS_07 + CSF + TOP_K_07
+       + MINIMAX_H3 + ROUTING_METADATA + KIMI_K3 + ALPHAMOE_FINALIZE + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 

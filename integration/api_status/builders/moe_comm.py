@@ -397,7 +397,10 @@ def _kimi_k3_router(t, fi):
 
     def route(logits, bias):
         plan = fused_moe.kimi_k3_fused_router(logits, bias, block_m=BLOCK_M)
-        return plan.topk_weights, plan.topk_ids
+        # the whole KimiK3RoutePlan, read by name as callers read it
+        return (plan.topk_weights, plan.topk_ids, plan.sorted_token_ids, plan.expert_ids,
+                plan.num_tokens_post_padded, plan.expert_counts, plan.expert_offsets,
+                plan.expert_scatter_offsets)
     return route, (t(M, 896, dtype=F32), t(896, dtype=F32))
 
 
