@@ -67,12 +67,16 @@ CUTE_DSL = [
     # The SM100 NVFP4 CuTe DSL MoE (every release; 0.7.x's deprecated alias of
     # cute_dsl_fused_moe).
     "flashinfer.fused_moe.cute_dsl.fused_moe:cute_dsl_fused_moe_nvfp4",
+    # Its wrapper's `run` (every release), a wrapper method called by the object's key
+    # (hooks/method_boundaries.py).
+    "flashinfer.fused_moe.cute_dsl.fused_moe:CuteDslMoEWrapper.run",
 ]
 # Those only 0.7.x has: the SM90 CuTe DSL MoE, the SM100 one's general entry and its
-# deprecated MXFP8 x MXFP4 entry.
+# deprecated MXFP8 x MXFP4 entry and wrapper.
 CUTE_DSL_0_7 = ["flashinfer.fused_moe.cute_dsl.sm90_fused_moe:cute_dsl_fused_moe_bf16",
                "flashinfer.fused_moe.cute_dsl.fused_moe:cute_dsl_fused_moe_mxfp8_mxfp4",
-               "flashinfer.fused_moe.cute_dsl.fused_moe:cute_dsl_fused_moe"]
+               "flashinfer.fused_moe.cute_dsl.fused_moe:cute_dsl_fused_moe",
+               "flashinfer.fused_moe.cute_dsl.fused_moe:CuteDslMxfp8Mxfp4MoEWrapper.run"]
 CUTE_DSL += CUTE_DSL_0_7
 # 0.7.4's paged GDN functions (gdn_paged.py imports the GDN decode's CuTe DSL kernels at load):
 # swept in the CuTe DSL environment on 0.7.4 only.
