@@ -295,6 +295,23 @@ WRAPPER_HELD_STATE = {
         "next call overwrites: no operator can return that alias of wrapper state (a fresh "
         "result would differ from eager once a result is kept), so dynafold makes no "
         "boundary of run(), a break on a GPU too; b12x_fused_moe, the functional API, is one"),
+    # cake_minimax_h3.py (0.7.4): each prepared op's constructor binds the caller's tensors
+    # (`self._bound_tensors`) and prepares its Cake programs over them
+    # (diffusion_ops/cake_minimax_h3_*.py: the programs' argument tuples, TMA maps encoded
+    # from those tensors, the activation scratch); run() raises unless every tensor passed is
+    # the very object bound (`value is not self._bound_tensors[name]`), then calls the
+    # prepared programs with no argument: they read and write the bound tensors only.
+    **{name: (
+        r"torch\.accelerator\.current_stream",
+        "launches its prepared Cake programs from FlashInfer's Python on the traced path (the "
+        "current stream's raw handle for tvm_ffi), a break on a GPU too; no dynafold boundary: "
+        "the programs were bound at construction to the caller's tensor objects and run() "
+        "accepts only those very objects (`is`, else ValueError) and writes only them, while "
+        "an operator's arguments under inductor are the graph's values (a functionalized copy "
+        "of a buffer the graph writes, a fresh buffer for one it computes), so an operator "
+        "would raise, or write where the graph does not read")
+       for name in ("MiniMaxH3Mxfp8PreAttention.run", "MiniMaxH3Nvfp4PreAttention.run",
+                    "MiniMaxH3QkvQuantizePack.run")},
 }
 
 
