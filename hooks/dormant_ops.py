@@ -416,6 +416,18 @@ EXTRA_DECLARATIONS = [
     # super().run(...) with no fc2_input_scale, the same body, writes and fresh result.
     ("flashinfer.fused_moe.cute_dsl.fused_moe", "CuteDslMxfp8Mxfp4MoEWrapper.run",
      "flashinfer::cute_dsl_mxfp8_mxfp4_moe_wrapper_run", (), None),
+    # PreparedGroupGemmFp8NtGroupwiseContiguous.launch (0.7.x, SM100 Cake grouped FP8 GEMM for
+    # MoE experts; a wrapper method, hooks/method_boundaries.py) checks its replacement
+    # operands' data_ptr() alignment (_require_tensor, and `out`'s alignment class) and
+    # launches its prepared tvm_ffi program in its own body. Each of a, a_scale, m_indices and
+    # out it is not given is the one bound at preparation (wrapper state the program reads or
+    # writes unseen by the graph, and `self._out` returned): woken only for the call that gives
+    # all four (hooks/op_corrections.py `result_is_given`, when), where the program writes
+    # `out` alone, the result, and reads the given operands and the weights bound at
+    # preparation (b, b_scale); with fill_padding it forward-fills m_indices into the wrapper's
+    # own scratch first (docs/op-audit).
+    ("flashinfer.gemm.cake_grouped_fp8_gemm", "PreparedGroupGemmFp8NtGroupwiseContiguous.launch",
+     "flashinfer::prepared_group_gemm_fp8_nt_groupwise_contiguous_launch", (), None),
     # fused_kda_decode (0.7.2 on): kda_kernels/fused_kda_decode.py run_fused_kda_decode checks
     # `conv_state.data_ptr() % 8` (no trace can read an address), compiles its CuTe DSL kernel
     # and launches it; FlashInfer's module holds it as an alias imported at load, so the

@@ -68,7 +68,10 @@ def _fits_an_int(value):
 
 def _fits(value):
     """A check that a parameter's value is exactly `value` (a constant: True, False, None, or a
-    backend name)."""
+    backend name), or, for `torch.Tensor` itself, that it is a tensor (a prepared wrapper's
+    operand given, not left to the one bound at preparation)."""
+    if value is torch.Tensor:
+        return _fits_a_tensor
     if value is None:
         return _fits_none
     if value is False:

@@ -175,6 +175,10 @@ B12X = ["flashinfer.fused_moe.cute_dsl.b12x_moe:b12x_fused_moe"]
 # Cake LoRA GEMMs (program choice and JIT loading in the public body).
 GEMMS_07 = ["flashinfer.gemm.gemm_base:group_gemm_fp8_nt_groupwise_contiguous"] + [
     "flashinfer.gemm.cake_quant_lora_gemm:" + name for name in ("mm_fp8_lora", "mm_nvfp4_lora")]
+# 0.7.x's prepared contiguous grouped FP8 GEMM's launch (a wrapper method: data_ptr() checks
+# and the tvm_ffi launch in its body), woken for the call giving every operand.
+PREPARED_GEMMS = ["flashinfer.gemm.cake_grouped_fp8_gemm:"
+                  "PreparedGroupGemmFp8NtGroupwiseContiguous.launch"]
 # 0.7.4's expand_csf_scales: its quantization JIT module's `csf_expand`, called in its body.
 CSF = ["_dynafold_attention_plans:csf_expand"]
 # Both sweep releases have these; 0.7.4 the rest.
@@ -182,7 +186,7 @@ BOTH = (NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + MONO + JIT_CALLS + CUDNN_G
         + NVFP4_ATTN)
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + QSA + CUDNN_0_7
        + ATTN_JIT + B12X + ALPHAMOE + MLA_KV_PACK + STATE_POOLS + CAKE_SAMPLING + GEMMS_07 + CSF
-       + [
+       + PREPARED_GEMMS + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 

@@ -29,6 +29,7 @@ const FLASHINFER_PLANNERS: &[&str] = &[
     // Wrapper classes whose methods are dynafold's boundaries (the `Class.method` rows of
     // hooks/dormant_ops.py EXTRA_DECLARATIONS, hooks/method_boundaries.py).
     "flashinfer.fused_moe.cute_dsl.fused_moe",
+    "flashinfer.gemm.cake_grouped_fp8_gemm",
 ];
 
 pub fn is_target(name: &str) -> bool {

@@ -328,7 +328,9 @@ def arguments(fn, row, fake, keep_result):
         fix = ops_module().op_corrections.of(fn)
         for form in ("result_is_given", "fresh_only"):
             when = fix.get(form, {}).get("when", {})
-            values.update({k: v for k, v in when.items() if k in values})
+            # (torch.Tensor: a tensor given, a prepared wrapper's operand replaced)
+            values.update({k: _value(k, torch.Tensor, shape, row["writes"])
+                           if v is torch.Tensor else v for k, v in when.items() if k in values})
         # A parameter the operator leaves out (hooks/op_narrowing.py) with the value it gives
         # back, as a call it takes has it (a default that is an object, 0.7.x's
         # `nvfp4_4over6=_UNSET`, is a call it does not take).
