@@ -312,6 +312,19 @@ WRAPPER_HELD_STATE = {
         "would raise, or write where the graph does not read")
        for name in ("MiniMaxH3Mxfp8PreAttention.run", "MiniMaxH3Nvfp4PreAttention.run",
                     "MiniMaxH3QkvQuantizePack.run")},
+    # attn_scores/mqa_topk.py FP8MQATopKWrapper (0.7.4) -> experimental/attn_scores/
+    # selective_prefill.py _CapacitySelectiveTopKPlan: plan() needs the driver here. run()
+    # copies q and weights into the plan's own buffers (_payload_copies), picks and keeps the
+    # engine bound to K's storage (`self._engine = self._engines[key]`), reads those buffers
+    # and returns the plan's shared output storage unless `out` is given (its docstring:
+    # "Storage is shared across calls unless out is supplied").
+    "FP8MQATopKWrapper.run": (
+        r"CUDA driver version is insufficient|TopK requires SM100",
+        "asks the CUDA driver (none on this machine): not traced here; no dynafold boundary "
+        "either: run() without `out` returns the plan's own output storage, shared across "
+        "calls (no operator can return that alias of wrapper state), and with `out` it copies "
+        "q and weights into the plan's buffers and switches the plan's engine by K's storage, "
+        "state a boundary could hold only once checked on a GPU"),
 }
 
 
