@@ -43,6 +43,9 @@ This module keeps the eager path exactly as FlashInfer ships it and gives Dynamo
    (a warning on an experimental op's first call) is kept out the same way.
 8. FlashInfer 0.7.4's per-stream scratch lookup (`_get_stream_cache_buf`) becomes a run-time
    operator under compile (hooks/stream_scratch.py says why).
+9. A wrapper method whose body holds what no trace can (the AutoTuner's lock, a prepared
+   program's launch) is a row of EXTRA_DECLARATIONS named `Class.method`: under compile it
+   calls dynafold's declaration taking the object's key (hooks/method_boundaries.py).
 
 Nothing user-supplied reaches generated source: there is no generated source.
 """
