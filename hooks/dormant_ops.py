@@ -419,6 +419,18 @@ EXTRA_DECLARATIONS = [
     # super().run(...) with no fc2_input_scale, the same body, writes and fresh result.
     ("flashinfer.fused_moe.cute_dsl.fused_moe", "CuteDslMxfp8Mxfp4MoEWrapper.run",
      "flashinfer::cute_dsl_mxfp8_mxfp4_moe_wrapper_run", (), None),
+    # RecurrentKDAPrefillWrapper.run (0.7.x, packed recurrent KDA prefill planned once per
+    # batch outside the compiled forward; a wrapper method, hooks/method_boundaries.py) takes
+    # its planner's threading lock and calls recurrent_kda(backend="cute-dsl") with the
+    # planner's buffers (cu_seqlens copied by plan(); the sequence order, chunk prefix and
+    # workspace the kernel regenerates on every run, scratch): the CuTe DSL compile, the
+    # workspace lock and the raw-stream launch in its body. Woken for the call that gives
+    # `output`, asks for no final state and no checkpoints (hooks/op_corrections.py
+    # `result_is_given`, form "pair"): the kernel writes `output` and updates `initial_state`
+    # in place (the pool's rows by ssm_state_indices, the final state), and the result is
+    # `(output, None)` (docs/op-audit).
+    ("flashinfer.kda", "RecurrentKDAPrefillWrapper.run",
+     "flashinfer::recurrent_kda_prefill_wrapper_run", ("initial_state",), None),
     # PreparedGroupGemmFp8NtGroupwiseContiguous.launch (0.7.x, SM100 Cake grouped FP8 GEMM for
     # MoE experts; a wrapper method, hooks/method_boundaries.py) checks its replacement
     # operands' data_ptr() alignment (_require_tensor, and `out`'s alignment class) and
@@ -1142,7 +1154,7 @@ def _variant_fake(declared, fn, narrowing, nothing, fake, given):
         return _no_result
     if given:
         form = narrowing.gives_back[0] if narrowing.gives_back else None
-        if form in ("itself", "list"):
+        if form in ("itself", "list", "pair"):
             return _no_result
         name = given.get("rest_fake") if form == "list+" else declared.name
         fake = op_fakes.override(name, fn) if name else None

@@ -19,7 +19,7 @@ Fields (each optional):
 - `result_is_given`: the declared result is the caller's buffer when one is given, which no
   operator may return: `{"argument": the buffer's parameter, "when": {parameter: value that
   must hold (torch.Tensor: a tensor given)}, "form": "itself" | "list" ([buffer]) | "list+"
-  ([buffer, *fresh tensors]),
+  ([buffer, *fresh tensors]) | "pair" ((buffer, None)),
   "rest_fake": the hooks/op_fakes.py name of the fresh tensors' fake (form "list+"),
   "fresh_otherwise": whether a call without a buffer is an operator too}`. The call that gives
   the buffer (and fits `when`) becomes an operator that writes it (declared mutable) and
@@ -429,6 +429,16 @@ CORRECTIONS = {
         "result_is_given": {"argument": "out", "form": "itself",
                             "when": {"a": torch.Tensor, "a_scale": torch.Tensor,
                                      "m_indices": torch.Tensor}},
+    },
+    # dynafold's declaration of RecurrentKDAPrefillWrapper.run (hooks/dormant_ops.py, a wrapper
+    # method): with `output` given, no final state asked for and no checkpoints, the CuTe DSL
+    # prefill returns `(output, None)` (0.7.4 and 0.7.2 kda_prefill_cute.py:383, :585/:589).
+    ("flashinfer.kda", "RecurrentKDAPrefillWrapper.run"): {
+        "result_is_given": {"argument": "output", "form": "pair",
+                            "when": {"output_final_state": False, "state_checkpoints": None,
+                                     "checkpoint_cu_starts": None,
+                                     "checkpoint_every_n_tokens": 0,
+                                     "checkpoint_state_indices": None}},
     },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",

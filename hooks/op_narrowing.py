@@ -72,6 +72,12 @@ def _fits(value):
     operand given, not left to the one bound at preparation)."""
     if value is torch.Tensor:
         return _fits_a_tensor
+    if type(value) is int:
+        # (a count whose 0 says "off": RecurrentKDAPrefillWrapper.run's
+        # checkpoint_every_n_tokens)
+        def fits_int(given):
+            return type(given) is int and given == value
+        return fits_int
     if value is None:
         return _fits_none
     if value is False:
@@ -783,6 +789,10 @@ def through_ops(narrowed, as_shipped):
                     return (*fresh, *[values[p] for p in positions])
                 if form == "itself":
                     return values[position]
+                if form == "pair":
+                    # (the caller's buffer and no second result: recurrent KDA's
+                    # `(output, None)` without a final state)
+                    return (values[position], None)
                 if form == "list":
                     return [values[position]]
                 return [values[position], *out]

@@ -179,6 +179,9 @@ GEMMS_07 = ["flashinfer.gemm.gemm_base:group_gemm_fp8_nt_groupwise_contiguous"] 
 # and the tvm_ffi launch in its body), woken for the call giving every operand.
 PREPARED_GEMMS = ["flashinfer.gemm.cake_grouped_fp8_gemm:"
                   "PreparedGroupGemmFp8NtGroupwiseContiguous.launch"]
+# 0.7.x's planned packed KDA prefill's run (a wrapper method: its planner's lock, the CuTe DSL
+# compile and launch), woken for the call giving `output` without a final state.
+KDA_PREFILL = ["flashinfer.kda:RecurrentKDAPrefillWrapper.run"]
 # 0.7.4's expand_csf_scales: its quantization JIT module's `csf_expand`, called in its body.
 CSF = ["_dynafold_attention_plans:csf_expand"]
 # Both sweep releases have these; 0.7.4 the rest.
@@ -186,7 +189,7 @@ BOTH = (NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + MONO + JIT_CALLS + CUDNN_G
         + NVFP4_ATTN)
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + QSA + CUDNN_0_7
        + ATTN_JIT + B12X + ALPHAMOE + MLA_KV_PACK + STATE_POOLS + CAKE_SAMPLING + GEMMS_07 + CSF
-       + PREPARED_GEMMS + [
+       + PREPARED_GEMMS + KDA_PREFILL + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
