@@ -43,6 +43,9 @@ This module keeps the eager path exactly as FlashInfer ships it and gives Dynamo
    (a warning on an experimental op's first call) is kept out the same way.
 8. FlashInfer 0.7.4's per-stream scratch lookup (`_get_stream_cache_buf`) becomes a run-time
    operator under compile (hooks/stream_scratch.py says why).
+9. A wrapper method whose body holds what no trace can (the AutoTuner's lock, a prepared
+   program's launch) is a row of EXTRA_DECLARATIONS named `Class.method`: under compile it
+   calls dynafold's declaration taking the object's key (hooks/method_boundaries.py).
 
 Nothing user-supplied reaches generated source: there is no generated source.
 """
@@ -59,6 +62,7 @@ import torch
 # dynafold's other hooks, loaded before this one (src/python/src/dormant_ops.rs).
 import _dynafold_attention_plans as attention_plans
 import _dynafold_fake_check as fake_check
+import _dynafold_method_boundaries as method_boundaries
 import _dynafold_op_corrections as op_corrections
 import _dynafold_op_fakes as op_fakes
 import _dynafold_op_narrowing as op_narrowing
@@ -411,6 +415,48 @@ EXTRA_DECLARATIONS = [
      "flashinfer::cute_dsl_fused_moe", (), None),
     ("flashinfer.fused_moe.cute_dsl.fused_moe", "cute_dsl_fused_moe_nvfp4",
      "flashinfer::cute_dsl_fused_moe_nvfp4", (), None),
+    # CuteDslMoEWrapper.run (every release; SGLang's flashinfer_cutedsl FP4 MoE on Blackwell)
+    # allocates its `moe_output` (num_tokens, self.hidden_size) of self.output_dtype, then
+    # takes the AutoTuner's lock and choice and runs the chosen runner (the wrapper's own,
+    # built in __init__) in its own body, with no declared op around it. A wrapper method:
+    # the operator takes the object's key (hooks/method_boundaries.py) and calls the method.
+    # The runner's _moe_core_impl (the functional cute_dsl_fused_moe's, given this fresh
+    # `moe_output`) writes only it and returns it whole (moe_output[:num_tokens]); its other
+    # buffers are fresh per call or FlashInfer's per-device stream/event resources, nothing
+    # the wrapper returns or a later call reads (docs/op-audit). `tactic` is narrowed to None
+    # (the AutoTuner's choice), and 0.7.4's `nvfp4_4over6=_UNSET` gets its "_default"
+    # operators, as for cute_dsl_fused_moe (hooks/op_narrowing.py); the fake reads the
+    # wrapper's hidden_size and output_dtype (hooks/op_fakes.py).
+    ("flashinfer.fused_moe.cute_dsl.fused_moe", "CuteDslMoEWrapper.run",
+     "flashinfer::cute_dsl_moe_wrapper_run", (), None),
+    # CuteDslMxfp8Mxfp4MoEWrapper.run (0.7.x), its deprecated W4A8 subclass, overrides run:
+    # super().run(...) with no fc2_input_scale, the same body, writes and fresh result.
+    ("flashinfer.fused_moe.cute_dsl.fused_moe", "CuteDslMxfp8Mxfp4MoEWrapper.run",
+     "flashinfer::cute_dsl_mxfp8_mxfp4_moe_wrapper_run", (), None),
+    # RecurrentKDAPrefillWrapper.run (0.7.x, packed recurrent KDA prefill planned once per
+    # batch outside the compiled forward; a wrapper method, hooks/method_boundaries.py) takes
+    # its planner's threading lock and calls recurrent_kda(backend="cute-dsl") with the
+    # planner's buffers (cu_seqlens copied by plan(); the sequence order, chunk prefix and
+    # workspace the kernel regenerates on every run, scratch): the CuTe DSL compile, the
+    # workspace lock and the raw-stream launch in its body. Woken for the call that gives
+    # `output`, asks for no final state and no checkpoints (hooks/op_corrections.py
+    # `result_is_given`, form "pair"): the kernel writes `output` and updates `initial_state`
+    # in place (the pool's rows by ssm_state_indices, the final state), and the result is
+    # `(output, None)` (docs/op-audit).
+    ("flashinfer.kda", "RecurrentKDAPrefillWrapper.run",
+     "flashinfer::recurrent_kda_prefill_wrapper_run", ("initial_state",), None),
+    # PreparedGroupGemmFp8NtGroupwiseContiguous.launch (0.7.x, SM100 Cake grouped FP8 GEMM for
+    # MoE experts; a wrapper method, hooks/method_boundaries.py) checks its replacement
+    # operands' data_ptr() alignment (_require_tensor, and `out`'s alignment class) and
+    # launches its prepared tvm_ffi program in its own body. Each of a, a_scale, m_indices and
+    # out it is not given is the one bound at preparation (wrapper state the program reads or
+    # writes unseen by the graph, and `self._out` returned): woken only for the call that gives
+    # all four (hooks/op_corrections.py `result_is_given`, when), where the program writes
+    # `out` alone, the result, and reads the given operands and the weights bound at
+    # preparation (b, b_scale); with fill_padding it forward-fills m_indices into the wrapper's
+    # own scratch first (docs/op-audit).
+    ("flashinfer.gemm.cake_grouped_fp8_gemm", "PreparedGroupGemmFp8NtGroupwiseContiguous.launch",
+     "flashinfer::prepared_group_gemm_fp8_nt_groupwise_contiguous_launch", (), None),
     # fused_kda_decode (0.7.2 on): kda_kernels/fused_kda_decode.py run_fused_kda_decode checks
     # `conv_state.data_ptr() % 8` (no trace can read an address), compiles its CuTe DSL kernel
     # and launches it; FlashInfer's module holds it as an alias imported at load, so the
@@ -786,9 +832,13 @@ def install_api_logging(api_logging):
 
 def install_planners(module):
     """Called once a module defining FlashInfer's attention wrappers has executed (see
-    hooks/attention_plans.py and hooks/partial_methods.py). Returns a line for the log, or
+    hooks/attention_plans.py and hooks/partial_methods.py), or FlashInfer's wrapper classes
+    whose methods are dynafold's boundaries (hooks/method_boundaries.py: the rows of
+    EXTRA_DECLARATIONS naming a `Class.method` of the module). Returns a line for the log, or
     None."""
-    said = [attention_plans.install(module)]
+    said = [attention_plans.install(module), method_boundaries.install(
+        module, [tuple(attr.split(".")) for name, attr, _, _, _ in EXTRA_DECLARATIONS
+                 if name == module.__name__ and attr.count(".") == 1])]
     plain = partial_methods.install(module)
     if plain:
         said.append(f"{', '.join(plain)} made plain methods (a partialmethod stops Dynamo)")
@@ -979,7 +1029,12 @@ def _declare_extras():
     """dynafold's own declarations whose module is now loaded, once each."""
     for module_name, attr, name, mutates, schema in EXTRA_DECLARATIONS:
         module = sys.modules.get(module_name)
-        fn = getattr(module, attr, None) if module is not None else None
+        if "." in attr:
+            # A wrapper's method (hooks/method_boundaries.py): its declaration, once its
+            # class is installed.
+            fn = method_boundaries.declaration(module_name, attr) if module is not None else None
+        else:
+            fn = getattr(module, attr, None) if module is not None else None
         if fn is None or name in _extras_declared:
             continue
         _extras_declared.add(name)
@@ -1185,7 +1240,7 @@ def _variant_fake(declared, fn, narrowing, nothing, fake, given):
         return _no_result
     if given:
         form = narrowing.gives_back[0] if narrowing.gives_back else None
-        if form in ("itself", "list"):
+        if form in ("itself", "list", "pair"):
             return _no_result
         name = given.get("rest_fake") if form == "list+" else declared.name
         fake = op_fakes.override(name, fn) if name else None

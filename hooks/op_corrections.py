@@ -18,7 +18,8 @@ Fields (each optional):
   parameter already says so).
 - `result_is_given`: the declared result is the caller's buffer when one is given, which no
   operator may return: `{"argument": the buffer's parameter, "when": {parameter: value that
-  must hold}, "form": "itself" | "list" ([buffer]) | "list+" ([buffer, *fresh tensors]),
+  must hold (torch.Tensor: a tensor given)}, "form": "itself" | "list" ([buffer]) | "list+"
+  ([buffer, *fresh tensors]) | "pair" ((buffer, None)),
   "rest_fake": the hooks/op_fakes.py name of the fresh tensors' fake (form "list+"),
   "fresh_otherwise": whether a call without a buffer is an operator too}`. The call that gives
   the buffer (and fits `when`) becomes an operator that writes it (declared mutable) and
@@ -48,6 +49,8 @@ release). The first real run of every woken operator checks what its kernel wrot
 result shares storage with an input and whether the generator moved (hooks/fake_check.py), so an
 entry missing here stops a compiled graph at its first run instead of giving a wrong answer.
 """
+
+import torch
 
 # (module, qualified name) -> {field: value}
 CORRECTIONS = {
@@ -432,6 +435,26 @@ CORRECTIONS = {
     ("flashinfer.gdn_prefill", "chunk_gated_delta_rule"): {
         "fresh_only": {"when": {"output": None, "output_final_state": True}, "results": 1,
                        "then": ("output_state",)},
+    },
+    # dynafold's declaration of the prepared contiguous grouped FP8 GEMM's launch
+    # (hooks/dormant_ops.py, a wrapper method): with a, a_scale, m_indices and out all given
+    # (none left to the ones bound at preparation), the program writes `out` only and launch
+    # returns it (0.7.4 gemm/cake_grouped_fp8_gemm.py:1546-:1547, 0.7.2 :563-:564).
+    ("flashinfer.gemm.cake_grouped_fp8_gemm",
+     "PreparedGroupGemmFp8NtGroupwiseContiguous.launch"): {
+        "result_is_given": {"argument": "out", "form": "itself",
+                            "when": {"a": torch.Tensor, "a_scale": torch.Tensor,
+                                     "m_indices": torch.Tensor}},
+    },
+    # dynafold's declaration of RecurrentKDAPrefillWrapper.run (hooks/dormant_ops.py, a wrapper
+    # method): with `output` given, no final state asked for and no checkpoints, the CuTe DSL
+    # prefill returns `(output, None)` (0.7.4 and 0.7.2 kda_prefill_cute.py:383, :585/:589).
+    ("flashinfer.kda", "RecurrentKDAPrefillWrapper.run"): {
+        "result_is_given": {"argument": "output", "form": "pair",
+                            "when": {"output_final_state": False, "state_checkpoints": None,
+                                     "checkpoint_cu_starts": None,
+                                     "checkpoint_every_n_tokens": 0,
+                                     "checkpoint_state_indices": None}},
     },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",

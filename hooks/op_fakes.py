@@ -558,6 +558,18 @@ def _cute_dsl_fused_moe(values):
         dtype=values["output_dtype"])
 
 
+def _cute_dsl_moe_wrapper_run(values):
+    """CuteDslMoEWrapper.run (and CuteDslMxfp8Mxfp4MoEWrapper.run, which calls it): its
+    `torch.empty((num_tokens, self.hidden_size), dtype=self.output_dtype)`, num_tokens
+    token_selected_experts' rows, read from the wrapper the key holds
+    (hooks/method_boundaries.py); the runner returns it whole (0.7.4 fused_moe.py:1489,
+    0.7.2 :1026, 0.6.16 :721)."""
+    wrapper = sys.modules["_dynafold_method_boundaries"].held(values["wrapper_key"])
+    return values["x"].new_empty(
+        (values["token_selected_experts"].size(0), wrapper.hidden_size),
+        dtype=wrapper.output_dtype)
+
+
 def _per_token_group_quant_8bit_cuda(values):
     """`_per_token_group_quant_8bit_cuda`'s `(x_q, x_s)` as it allocates them (0.7.4): `x_q`
     like `x` in `dst_dtype`; float32 scales, (*x.shape[:-1], groups) row-major, or with
@@ -881,6 +893,11 @@ BY_NAME = {
     "flashinfer::bgmv_moe_public": (_bgmv_moe, ("x", "lora_b_weights", "output_dim")),
     # dynafold's own declaration of the SM90 CuTe DSL MoE, called without `moe_output`.
     "flashinfer::cute_dsl_fused_moe_bf16": (_cute_dsl_fused_moe_bf16, ("x",)),
+    # dynafold's declarations of the SM100 CuTe DSL MoE wrappers' run (hooks/dormant_ops.py,
+    # hooks/method_boundaries.py): the result is always fresh.
+    **{name: (_cute_dsl_moe_wrapper_run, ("wrapper_key", "x", "token_selected_experts"))
+       for name in ("flashinfer::cute_dsl_moe_wrapper_run",
+                    "flashinfer::cute_dsl_mxfp8_mxfp4_moe_wrapper_run")},
     "flashinfer::cute_dsl_fused_moe_mxfp8_mxfp4": (
         _cute_dsl_fused_moe_mxfp8_mxfp4, ("x", "token_selected_experts", "w2_weight")),
     **{f"flashinfer::{name}": (

@@ -69,7 +69,16 @@ def _fits_an_int(value):
 
 def _fits(value):
     """A check that a parameter's value is exactly `value` (a constant: True, False, None, or a
-    backend name)."""
+    backend name), or, for `torch.Tensor` itself, that it is a tensor (a prepared wrapper's
+    operand given, not left to the one bound at preparation)."""
+    if value is torch.Tensor:
+        return _fits_a_tensor
+    if type(value) is int:
+        # (a count whose 0 says "off": RecurrentKDAPrefillWrapper.run's
+        # checkpoint_every_n_tokens)
+        def fits_int(given):
+            return type(given) is int and given == value
+        return fits_int
     if value is None:
         return _fits_none
     if value is False:
@@ -796,6 +805,10 @@ def through_ops(narrowed, as_shipped):
                     return (*fresh, *[values[p] for p in positions])
                 if form == "itself":
                     return values[position]
+                if form == "pair":
+                    # (the caller's buffer and no second result: recurrent KDA's
+                    # `(output, None)` without a final state)
+                    return (values[position], None)
                 if form == "list":
                     return [values[position]]
                 return [values[position], *out]

@@ -303,6 +303,36 @@ WRAPPER_HELD_STATE = {
         "next call overwrites: no operator can return that alias of wrapper state (a fresh "
         "result would differ from eager once a result is kept), so dynafold makes no "
         "boundary of run(), a break on a GPU too; b12x_fused_moe, the functional API, is one"),
+    # cake_minimax_h3.py (0.7.4): each prepared op's constructor binds the caller's tensors
+    # (`self._bound_tensors`) and prepares its Cake programs over them
+    # (diffusion_ops/cake_minimax_h3_*.py: the programs' argument tuples, TMA maps encoded
+    # from those tensors, the activation scratch); run() raises unless every tensor passed is
+    # the very object bound (`value is not self._bound_tensors[name]`), then calls the
+    # prepared programs with no argument: they read and write the bound tensors only.
+    **{name: (
+        r"torch\.accelerator\.current_stream",
+        "launches its prepared Cake programs from FlashInfer's Python on the traced path (the "
+        "current stream's raw handle for tvm_ffi), a break on a GPU too; no dynafold boundary: "
+        "the programs were bound at construction to the caller's tensor objects and run() "
+        "accepts only those very objects (`is`, else ValueError) and writes only them, while "
+        "an operator's arguments under inductor are the graph's values (a functionalized copy "
+        "of a buffer the graph writes, a fresh buffer for one it computes), so an operator "
+        "would raise, or write where the graph does not read")
+       for name in ("MiniMaxH3Mxfp8PreAttention.run", "MiniMaxH3Nvfp4PreAttention.run",
+                    "MiniMaxH3QkvQuantizePack.run")},
+    # attn_scores/mqa_topk.py FP8MQATopKWrapper (0.7.4) -> experimental/attn_scores/
+    # selective_prefill.py _CapacitySelectiveTopKPlan: plan() needs the driver here. run()
+    # copies q and weights into the plan's own buffers (_payload_copies), picks and keeps the
+    # engine bound to K's storage (`self._engine = self._engines[key]`), reads those buffers
+    # and returns the plan's shared output storage unless `out` is given (its docstring:
+    # "Storage is shared across calls unless out is supplied").
+    "FP8MQATopKWrapper.run": (
+        r"CUDA driver version is insufficient|TopK requires SM100",
+        "asks the CUDA driver (none on this machine): not traced here; no dynafold boundary "
+        "either: run() without `out` returns the plan's own output storage, shared across "
+        "calls (no operator can return that alias of wrapper state), and with `out` it copies "
+        "q and weights into the plan's buffers and switches the plan's engine by K's storage, "
+        "state a boundary could hold only once checked on a GPU"),
 }
 
 

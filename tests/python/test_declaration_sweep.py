@@ -69,12 +69,16 @@ CUTE_DSL = [
     # The SM100 NVFP4 CuTe DSL MoE (every release; 0.7.x's deprecated alias of
     # cute_dsl_fused_moe).
     "flashinfer.fused_moe.cute_dsl.fused_moe:cute_dsl_fused_moe_nvfp4",
+    # Its wrapper's `run` (every release), a wrapper method called by the object's key
+    # (hooks/method_boundaries.py).
+    "flashinfer.fused_moe.cute_dsl.fused_moe:CuteDslMoEWrapper.run",
 ]
 # Those only 0.7.x has: the SM90 CuTe DSL MoE, the SM100 one's general entry and its
-# deprecated MXFP8 x MXFP4 entry.
+# deprecated MXFP8 x MXFP4 entry and wrapper.
 CUTE_DSL_0_7 = ["flashinfer.fused_moe.cute_dsl.sm90_fused_moe:cute_dsl_fused_moe_bf16",
                "flashinfer.fused_moe.cute_dsl.fused_moe:cute_dsl_fused_moe_mxfp8_mxfp4",
-               "flashinfer.fused_moe.cute_dsl.fused_moe:cute_dsl_fused_moe"]
+               "flashinfer.fused_moe.cute_dsl.fused_moe:cute_dsl_fused_moe",
+               "flashinfer.fused_moe.cute_dsl.fused_moe:CuteDslMxfp8Mxfp4MoEWrapper.run"]
 CUTE_DSL += CUTE_DSL_0_7
 # 0.7.4's paged GDN functions (gdn_paged.py imports the GDN decode's CuTe DSL kernels at load):
 # swept in the CuTe DSL environment on 0.7.4 only.
@@ -176,6 +180,13 @@ B12X = ["flashinfer.fused_moe.cute_dsl.b12x_moe:b12x_fused_moe"]
 # Cake LoRA GEMMs (program choice and JIT loading in the public body).
 GEMMS_07 = ["flashinfer.gemm.gemm_base:group_gemm_fp8_nt_groupwise_contiguous"] + [
     "flashinfer.gemm.cake_quant_lora_gemm:" + name for name in ("mm_fp8_lora", "mm_nvfp4_lora")]
+# 0.7.x's prepared contiguous grouped FP8 GEMM's launch (a wrapper method: data_ptr() checks
+# and the tvm_ffi launch in its body), woken for the call giving every operand.
+PREPARED_GEMMS = ["flashinfer.gemm.cake_grouped_fp8_gemm:"
+                  "PreparedGroupGemmFp8NtGroupwiseContiguous.launch"]
+# 0.7.x's planned packed KDA prefill's run (a wrapper method: its planner's lock, the CuTe DSL
+# compile and launch), woken for the call giving `output` without a final state.
+KDA_PREFILL = ["flashinfer.kda:RecurrentKDAPrefillWrapper.run"]
 # 0.7.4's expand_csf_scales: its quantization JIT module's `csf_expand`, called in its body.
 CSF = ["_dynafold_attention_plans:csf_expand"]
 # 0.7.x's MiniMax-H3 packed-varlen attentions (data_ptr() checks, plan and Cake launches in
@@ -196,8 +207,9 @@ ALPHAMOE_FINALIZE = ["_dynafold_attention_plans:alphamoe_complete_routed_finaliz
 BOTH = (NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + MONO + JIT_CALLS + CUDNN_GEMMS
         + NVFP4_ATTN)
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + QSA + CUDNN_0_7
-       + ATTN_JIT + B12X + ALPHAMOE + MLA_KV_PACK + STATE_POOLS + CAKE_SAMPLING + GEMMS_07 + CSF + TOP_K_07
-       + MINIMAX_H3 + ROUTING_METADATA + KIMI_K3 + ALPHAMOE_FINALIZE + [
+       + ATTN_JIT + B12X + ALPHAMOE + MLA_KV_PACK + STATE_POOLS + CAKE_SAMPLING + GEMMS_07 + CSF
+       + TOP_K_07 + MINIMAX_H3 + ROUTING_METADATA + KIMI_K3 + ALPHAMOE_FINALIZE + PREPARED_GEMMS
+       + KDA_PREFILL + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 

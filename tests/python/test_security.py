@@ -29,7 +29,8 @@ def warm_cache(preload, tmp_path):
     files = cache_files(cache)
     assert [f.name.split(".cpython")[0] for f in files] == [
         "_dynafold_attention_plans", "_dynafold_dormant_ops", "_dynafold_fake_check",
-        "_dynafold_loaders", "_dynafold_op_corrections", "_dynafold_op_fakes",
+        "_dynafold_loaders", "_dynafold_method_boundaries", "_dynafold_op_corrections",
+        "_dynafold_op_fakes",
         "_dynafold_op_narrowing", "_dynafold_partial_methods", "_dynafold_stream_scratch",
         "flashinfer.jit.cpp_ext", "flashinfer.jit.fp4_quantization",
         "flashinfer.quantization.fp4_quantization"], files

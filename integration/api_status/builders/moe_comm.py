@@ -287,8 +287,11 @@ def _cute_wrapper(cls, weights, **config):
     def build(t, fi):
         names = inspect.signature(getattr(fi, cls)).parameters
         sizing = {k: v for k, v in dict(max_num_tokens=16, device="cuda").items() if k in names}
+        # A release whose constructor lacks a setting has only its default (0.6.16's
+        # CuteDslMoEWrapper is NVFP4 W4A4 alone, with no `quant_mode`).
+        config_here = {k: v for k, v in config.items() if k in names}
         wrapper = getattr(fi, cls)(num_experts=E, top_k=TOP_K, hidden_size=H,
-                                   intermediate_size=I, **sizing, **config)
+                                   intermediate_size=I, **sizing, **config_here)
         kwargs = weights(t)
 
         def moe(token_selected_experts, token_final_scales):

@@ -397,8 +397,11 @@ def _cake_contiguous(t, fi):
     a, sa, idx = t(M, K, dtype=FP8), t(M, K // 128, dtype=F32), _m_indices()
     plan = cake.prepare_group_gemm_fp8_nt_groupwise_contiguous(
         a, t(E, N, K, dtype=FP8), sa, t(E, N // 128, K // 128, dtype=F32), idx)
-    # per forward: this step's activations, scales and routing rebound
-    return lambda a, sa, idx: plan.launch(a, sa, idx), (a, sa, idx)
+    # per forward: this step's activations, scales, routing and output rebound (a plan kept
+    # per layer launches on the dispatcher's buffers; without `out` launch returns the output
+    # bound at preparation, the prepared object's own)
+    return (lambda a, sa, idx, out: plan.launch(a, sa, idx, out),
+            (a, sa, idx, t(M, N, dtype=BF16)))
 
 
 def _cake_silu_quant(t, fi):

@@ -11,7 +11,7 @@ use crate::embedded;
 const SOURCE: &str = include_str!("../../../hooks/dormant_ops.py");
 const MODULE: &std::ffi::CStr = c"_dynafold_dormant_ops";
 /// The hooks `dormant_ops.py` imports, loaded before it: (source, file name, module name).
-const PARTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 7] = [
+const PARTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 8] = [
     (
         include_str!("../../../hooks/attention_plans.py"),
         c"<dynafold>/hooks/attention_plans.py",
@@ -21,6 +21,11 @@ const PARTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 7] = [
         include_str!("../../../hooks/fake_check.py"),
         c"<dynafold>/hooks/fake_check.py",
         c"_dynafold_fake_check",
+    ),
+    (
+        include_str!("../../../hooks/method_boundaries.py"),
+        c"<dynafold>/hooks/method_boundaries.py",
+        c"_dynafold_method_boundaries",
     ),
     (
         include_str!("../../../hooks/op_corrections.py"),
@@ -103,7 +108,8 @@ pub const API_LOGGING: Hook = Hook {
 };
 
 /// After a module defining FlashInfer's attention wrappers executed: their plans are kept in
-/// a form Dynamo can pass to the woken run operators.
+/// a form Dynamo can pass to the woken run operators; after one defining a wrapper whose
+/// method is a dynafold boundary, that method goes through its operator under compile.
 pub const PLANNERS: Hook = Hook {
     method: "install_planners",
     left: "attention wrappers left as shipped",

@@ -14,7 +14,8 @@ const FLASHINFER_UTILS: &str = "flashinfer.utils";
 const FLASHINFER_API_LOGGING: &str = "flashinfer.api_logging";
 
 /// The modules that define FlashInfer's attention wrappers (classes whose `plan()` stores
-/// `_plan_info` for `run()`), across 0.5-0.7.
+/// `_plan_info` for `run()`), across 0.5-0.7, and those defining the wrappers whose methods
+/// are dynafold's boundaries.
 const FLASHINFER_PLANNERS: &[&str] = &[
     "flashinfer.decode",
     "flashinfer.prefill",
@@ -25,6 +26,11 @@ const FLASHINFER_PLANNERS: &[&str] = &[
     "flashinfer.mla",
     "flashinfer.mla._core",
     "flashinfer.mla._batch_mla._wrapper",
+    // Wrapper classes whose methods are dynafold's boundaries (the `Class.method` rows of
+    // hooks/dormant_ops.py EXTRA_DECLARATIONS, hooks/method_boundaries.py).
+    "flashinfer.fused_moe.cute_dsl.fused_moe",
+    "flashinfer.gemm.cake_grouped_fp8_gemm",
+    "flashinfer.kda",
 ];
 
 pub fn is_target(name: &str) -> bool {

@@ -109,6 +109,10 @@ class StandIn:
             # when the flag is set, as the function returns them.
             first, a, b, flag = flagged.groups()
             return (values[a], values[b]) if values.get(flag) else values[first]
+        pair = re.fullmatch(r"tuple\(alias:(\w+), none\)", returns)
+        if pair:
+            # dynafold's RecurrentKDAPrefillWrapper.run boundary: (the caller's output, None).
+            return (values[pair[1]], None)
         if returns.startswith("alias:") and returns[6:] in values:
             return values[returns[6:]]
         if returns == "none" or self.fake is None:

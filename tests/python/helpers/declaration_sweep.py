@@ -149,6 +149,8 @@ def rebuild_extra(module_name, function, name, row):
     except ImportError as e:
         # (the CuTe DSL kernels' modules import `cutlass`, which this environment lacks)
         raise Skip(f"{type(e).__name__}: {e}") from None
+    if "." in function:
+        return _rebuild_method(module, function, name, row)
     node = next((n for n in ast.parse(_source_path(module).read_text()).body
                  if isinstance(n, ast.FunctionDef) and n.name == function), None)
     if node is None:
@@ -157,6 +159,54 @@ def rebuild_extra(module_name, function, name, row):
     fn, _ = _with_standin(module_name, function, node)
     setattr(module, function, fn)
     STANDINS[key] = StandIn(row, _lenient(ops_module().op_fakes.override(name, fn)))
+    return fn, name
+
+
+# What the fakes of dynafold's wrapper-method declarations read of their object
+# (hooks/op_fakes.py), per "module:Class.method".
+OBJECT_ATTRIBUTES = {
+    **{f"flashinfer.fused_moe.cute_dsl.fused_moe:{cls}.run": {
+        "hidden_size": 8, "output_dtype": torch.float32}
+       for cls in ("CuteDslMoEWrapper", "CuteDslMxfp8Mxfp4MoEWrapper")},
+}
+# The objects made for them (kept alive: the registry holds them weakly).
+OBJECTS = []
+
+
+def _rebuild_method(module, function, name, row):
+    """dynafold's declaration of a wrapper method (hooks/method_boundaries.py): the method made
+    again from its class's source with the stand-in as its body, put in the class, whose
+    boundary is then made again (as its module's import makes it); called on an object made
+    without its constructor (which asks for a GPU), holding the attributes its fake reads,
+    by that object's key."""
+    class_name, method = function.split(".")
+    tree = ast.parse(_source_path(module).read_text())
+    cls_node = next((n for n in tree.body
+                     if isinstance(n, ast.ClassDef) and n.name == class_name), None)
+    node = cls_node and next((n for n in cls_node.body
+                              if isinstance(n, ast.FunctionDef) and n.name == method), None)
+    if node is None:
+        raise Skip(f"{function} is not a method of {module.__name__}")
+    key = f"{module.__name__}:{function}"
+    standin, _ = _with_standin(module.__name__, function, node)
+    cls = getattr(module, class_name)
+    setattr(cls, method, standin)
+    boundaries = sys.modules["_dynafold_method_boundaries"]
+    boundaries.install(module, [(class_name, method)])
+    fn = boundaries.declaration(module.__name__, function)
+    obj = cls.__new__(cls)
+    for attr, value in OBJECT_ATTRIBUTES.get(key, {}).items():
+        setattr(obj, attr, value)
+    OBJECTS.append(obj)
+    ARGUMENTS[key] = {boundaries.KEY_PARAMETER: boundaries.hold(obj)}
+    fake = _lenient(ops_module().op_fakes.override(name, fn))
+
+    def fake_of_method(**values):
+        # The stand-in is called with the method's locals: `self`, not the key.
+        if "self" in values:
+            values[boundaries.KEY_PARAMETER] = boundaries.hold(values.pop("self"))
+        return fake(**values)
+    STANDINS[key] = StandIn(row, fake_of_method if fake is not None else None)
     return fn, name
 
 
@@ -278,7 +328,9 @@ def arguments(fn, row, fake, keep_result):
         fix = ops_module().op_corrections.of(fn)
         for form in ("result_is_given", "fresh_only"):
             when = fix.get(form, {}).get("when", {})
-            values.update({k: v for k, v in when.items() if k in values})
+            # (torch.Tensor: a tensor given, a prepared wrapper's operand replaced)
+            values.update({k: _value(k, torch.Tensor, shape, row["writes"])
+                           if v is torch.Tensor else v for k, v in when.items() if k in values})
         # A parameter the operator leaves out (hooks/op_narrowing.py) with the value it gives
         # back, as a call it takes has it (a default that is an object, 0.7.x's
         # `nvfp4_4over6=_UNSET`, is a call it does not take).

@@ -1,0 +1,116 @@
+"""A wrapper method as an operator (hooks/method_boundaries.py), on 0.7.4's prepared contiguous
+grouped FP8 GEMM: eager calls run FlashInfer's method as they are; a compiled call goes
+through dynafold's operator, by the object's key, and runs the method at run time; a call the
+operator does not take (an operand left to the prepared one) is traced as FlashInfer ships it;
+each object is its own graph; a graph whose object is gone says so.
+
+The method's body is replaced by a CPU stand-in (FlashInfer's launches a Blackwell program),
+and its boundary made again over it, as the import made it over FlashInfer's."""
+
+from conftest import clean_env, run, result_of
+from test_fold import PYTHON, flashinfer_path, release_text, toolkit
+
+SCRIPT = r"""
+import gc, json, sys, torch
+import flashinfer.gemm.cake_grouped_fp8_gemm as m
+
+boundaries = sys.modules["_dynafold_method_boundaries"]
+cls = m.PreparedGroupGemmFp8NtGroupwiseContiguous
+out = {"dispatcher": getattr(vars(cls)["launch"], "_dynafold_dispatcher", False),
+       "init_holds": getattr(cls.__init__, "_dynafold_holds", False)}
+ran = []
+
+
+def launch(self, a=None, a_scale=None, m_indices=None, out=None) -> torch.Tensor:
+    ran.append(torch.compiler.is_compiling())
+    if out is None:
+        return self.bound_out
+    out.copy_(a * a_scale + m_indices + self.weight)
+    return out
+
+
+from typing import Optional
+launch.__annotations__ = {name: Optional[torch.Tensor]
+                          for name in ("a", "a_scale", "m_indices", "out")}
+launch.__annotations__["return"] = torch.Tensor
+cls.launch = launch
+boundaries.install(m, [("PreparedGroupGemmFp8NtGroupwiseContiguous", "launch")])
+
+
+def prepared(weight):
+    obj = cls.__new__(cls)
+    obj.weight, obj.bound_out = weight, torch.zeros(4, 2)
+    boundaries.hold(obj)
+    return obj
+
+
+p, q = prepared(1.0), prepared(2.0)
+a, s, i = torch.randn(4, 2), torch.randn(4, 2), torch.ones(4, 2)
+eager = p.launch(a, s, i, torch.empty(4, 2))
+out["eager_ran_eagerly"] = ran == [False]
+graphs = []
+
+
+def backend(gm, inputs):
+    graphs.append(sorted({str(n.target) for n in gm.graph.nodes if n.op == "call_function"}))
+    return gm.forward
+
+
+f = torch.compile(lambda w, a, s, i: w.launch(a, s, i, torch.empty(4, 2)) * 2,
+                  fullgraph=True, backend=backend)
+ran.clear()
+got = f(p, a, s, i)
+out["compiled_equal"] = torch.equal(got, eager * 2)
+out["compiled_ran_at_run_time"] = ran == [False]
+out["targets"] = graphs[-1]
+out["other_object"] = torch.equal(f(q, a, s, i), (a * s + i + 2.0) * 2)
+out["graphs"] = len(graphs)
+ran.clear()
+try:
+    torch.compile(lambda w: w.launch() + 1, fullgraph=True, backend="eager")(p)
+    out["bound_operands"] = "traced" if ran == [True] else f"ran {ran}"
+except Exception as e:  # a break there (fullgraph): not the operator either
+    out["bound_operands"] = "break" if not ran else f"ran {ran}"
+key = p._dynafold_key
+del p
+gc.collect()
+try:
+    boundaries.held(key)
+    out["gone"] = None
+except RuntimeError as e:
+    out["gone"] = str(e)
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_a_wrapper_method_is_an_operator_by_its_objects_key(preload, tmp_path):
+    env = clean_env(PYTHONPATH=flashinfer_path("0.7.4"),
+                    CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")),
+                    FLASHINFER_WORKSPACE_BASE=str(tmp_path / "fi-workspace"),
+                    LD_PRELOAD=preload)
+    got = result_of(run([str(PYTHON), "-c", SCRIPT], env, timeout=300))
+    assert got["dispatcher"] is True and got["init_holds"] is True, got
+    assert got["eager_ran_eagerly"] is True, got
+    assert got["compiled_equal"] is True and got["compiled_ran_at_run_time"] is True, got
+    assert any("prepared_group_gemm_fp8_nt_groupwise_contiguous_launch" in t
+               for t in got["targets"]), got
+    # A second object: its own graph (the key is guarded), its own state.
+    assert got["other_object"] is True and got["graphs"] == 2, got
+    # launch() leaving its operands to the prepared ones is no call the operator takes.
+    assert got["bound_operands"] in ("traced", "break"), got
+    assert "no longer exists" in got["gone"], got
+
+
+def test_every_method_boundary_module_is_hooked_after_import():
+    """A `Class.method` row of EXTRA_DECLARATIONS is installed by the post-import hook of its
+    module (src/python/src/post_import.rs FLASHINFER_PLANNERS): a row whose module the hook
+    does not list would silently stay as FlashInfer ships it."""
+    import re
+    from conftest import ROOT
+    rows = re.findall(r'\(\s*"([\w.]+)",\s*"[A-Z]\w*\.\w+",',
+                      (ROOT / "hooks" / "dormant_ops.py").read_text())
+    rust = (ROOT / "src" / "python" / "src" / "post_import.rs").read_text()
+    listed = re.search(r"FLASHINFER_PLANNERS: &\[&str\] = &\[(.*?)\];", rust, re.S).group(1)
+    hooked = set(re.findall(r'"([\w.]+)"', listed))
+    assert rows, "no Class.method row found: the pattern no longer matches EXTRA_DECLARATIONS"
+    assert set(rows) <= hooked, sorted(set(rows) - hooked)
