@@ -452,6 +452,29 @@ EXTRA_DECLARATIONS = [
     # `result_is_given`, for the call without return_lse).
     ("flashinfer.prefill", "_fmha_v2_prefill_sm120_run",
      "flashinfer::fmha_v2_prefill_sm120_run", ("out", "lse"), None),
+    # trtllm_batch_context_with_kv_cache (0.6.16 on) calls its JIT module's tvm_ffi function in
+    # the public body (`get_trtllm_gen_fmha_module().trtllm_paged_attention_context`; 0.7.4's
+    # backend "cake": the Cake context module, after its route choice and host reads of device
+    # scales), no op declared. The kernel writes `out`, `lse` when given (even without
+    # return_lse), its softmax stats in `workspace_buffer` (Cake: its expanded sequence
+    # arrays) and, Cake's persistent scheduler, a counter in `multi_ctas_kv_counter_buffer`
+    # (csrc/trtllm_fmha_kernel_launcher.cu, cake_fmha/jit/cake_fmha_context_*_jit_binding.cu).
+    # Woken for the call that gives no `out` and returns it alone, not as an FP4Tensor
+    # (hooks/op_corrections.py `fresh_only`, hooks/op_narrowing.py `out_dtype`), `lse`, the
+    # workspace and the counter buffer declared mutable. Fake: hooks/op_fakes.py.
+    ("flashinfer.prefill", "trtllm_batch_context_with_kv_cache",
+     "flashinfer::trtllm_batch_context_with_kv_cache",
+     ("workspace_buffer", "lse", "multi_ctas_kv_counter_buffer"), None),
+    # trtllm_ragged_attention_deepseek (0.6.16 on) calls its JIT module's tvm_ffi function in
+    # the public body (`get_trtllm_gen_fmha_module().trtllm_ragged_attention`; backend
+    # "cute-dsl": the CuTe DSL compile and launch), no op declared; 0.7.x's empty-row check
+    # reads the indptrs on the host (`.item()`). The kernel writes `out`, `lse` when given
+    # (the caller's even without return_lse) and its softmax stats in `workspace_buffer`
+    # (csrc/trtllm_fmha_kernel_launcher.cu trtllm_ragged_attention_launcher); woken for the
+    # call that gives no `out` and returns it alone (hooks/op_corrections.py `fresh_only`),
+    # `lse` and the workspace declared mutable. Fake: hooks/op_fakes.py.
+    ("flashinfer.prefill", "trtllm_ragged_attention_deepseek",
+     "flashinfer::trtllm_ragged_attention_deepseek", ("workspace_buffer", "lse"), None),
     # trtllm_sage_attention_quantize (0.6.16 on; woken 0.7.x) calls its JIT module's tvm_ffi
     # function in the public body (`get_trtllm_gen_fmha_module().trtllm_sage_attention_quantize`),
     # no op declared. The kernel writes only the six (seven with smooth_k) tensors the body

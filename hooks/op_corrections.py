@@ -348,6 +348,21 @@ CORRECTIONS = {
         "result_is_given": {"argument": "out", "form": "itself",
                             "when": {"return_lse": False}},
     },
+    # dynafold's declaration of trtllm_batch_context_with_kv_cache (hooks/dormant_ops.py):
+    # besides `lse`, the workspace and the counter buffer it declares mutable, the kernel
+    # writes only `out` (csrc/trtllm_fmha_kernel_launcher.cu trtllm_paged_attention_context),
+    # the caller's when given, else allocated; the result is `out`, or `(out, lse)` with
+    # return_lse (an FP4Tensor for "nvfp4", which hooks/op_narrowing.py leaves out).
+    ("flashinfer.prefill", "trtllm_batch_context_with_kv_cache"): {
+        "fresh_only": {"when": {"out": None, "return_lse": False}, "results": 1},
+    },
+    # dynafold's declaration of trtllm_ragged_attention_deepseek (hooks/dormant_ops.py):
+    # besides `lse` and the workspace it declares mutable, the kernel writes only `out`
+    # (csrc/trtllm_fmha_kernel_launcher.cu trtllm_ragged_attention), the caller's when given,
+    # else allocated; the result is `out`, or `(out, lse)` with return_lse.
+    ("flashinfer.prefill", "trtllm_ragged_attention_deepseek"): {
+        "fresh_only": {"when": {"out": None, "return_lse": False}, "results": 1},
+    },
     # dynafold's declaration of trtllm_sage_attention_quantize (hooks/dormant_ops.py): the
     # kernel writes only the tensors the body allocates (csrc/trtllm_sage_quant.cu); six fresh
     # results without smooth_k, seven with it (k_mean appended).

@@ -318,6 +318,25 @@ def _packed_kda_decode(values):
     return mixed_qkv.new_empty((mixed_qkv.shape[0], 1, 12, 128))
 
 
+def _trtllm_batch_context_with_kv_cache(values):
+    """`trtllm_batch_context_with_kv_cache`'s result with no `out` given, no return_lse and a
+    dtype (or None) for `out_dtype`, the only call woken: its
+    `torch.empty_like(query, dtype=out_dtype)`, `out_dtype` None being the query's dtype
+    (0.6.16-0.7.4 prefill.py)."""
+    query = values["query"]
+    return torch.empty_like(query, dtype=values["out_dtype"] or query.dtype)
+
+
+def _trtllm_ragged_attention_deepseek(values):
+    """`trtllm_ragged_attention_deepseek`'s result with no `out` given and no return_lse, the
+    only call woken: its `torch.empty(query.shape[0], query.shape[1], value.shape[2])`,
+    bfloat16 for an FP8 or INT8 query, else the query's dtype (0.6.16-0.7.4 prefill.py)."""
+    query, value = values["query"], values["value"]
+    fp8 = (torch.float8_e4m3fn, torch.float8_e5m2, torch.int8)
+    return query.new_empty((query.shape[0], query.shape[1], value.shape[2]),
+                           dtype=torch.bfloat16 if query.dtype in fp8 else query.dtype)
+
+
 def _trtllm_sage_attention_quantize(values):
     """`trtllm_sage_attention_quantize` without smooth_k, the only call woken (0.7.x
     prefill.py): q/k quantized like `query`/`key` in `qk_quant_dtype`, v in float8_e4m3fn;
@@ -758,6 +777,14 @@ BY_NAME = {
     # dynafold's own declaration of fused_kda_decode (hooks/dormant_ops.py), woken for the
     # call that gives no `output` (hooks/op_corrections.py `fresh_only`).
     "flashinfer::fused_kda_decode": (_fused_kda_decode, ("x",)),
+    # dynafold's own declaration of trtllm_batch_context_with_kv_cache (hooks/dormant_ops.py),
+    # woken for the call that gives no `out` (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::trtllm_batch_context_with_kv_cache": (
+        _trtllm_batch_context_with_kv_cache, ("query", "out_dtype")),
+    # dynafold's own declaration of trtllm_ragged_attention_deepseek (hooks/dormant_ops.py),
+    # woken for the call that gives no `out` (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::trtllm_ragged_attention_deepseek": (
+        _trtllm_ragged_attention_deepseek, ("query", "value")),
     # dynafold's own declarations (hooks/dormant_ops.py) of the Sage quantizer and the SM120
     # NVFP4 attention functions, woken for the calls whose results are all fresh
     # (hooks/op_corrections.py `fresh_only`).

@@ -206,11 +206,42 @@ NARROWED = {
     # 0.7.4's nvfp4_quantize_cute_dsl (dynafold's declaration): its optional pair of caller
     # destinations `out` (no schema type), narrowed to None: the results are then fresh; a
     # call that gives buffers is traced as shipped. Only a parameter of that type.
-    "out": Rule(None, _fits_none, applies=lambda hint: _is_optional_tensor_tuple(hint)),
+    # trtllm_batch_context_with_kv_cache's (dynafold's declaration, 0.6.16 on)
+    # `Optional[Union[Tensor, FP4Tensor]]`, narrowed to None too: the call whose result the
+    # function allocates; one giving a buffer is traced as shipped.
+    "out": (Rule(None, _fits_none, applies=lambda hint: _is_optional_tensor_tuple(hint)),
+            Rule(None, _fits_none, applies=lambda hint: "FP4Tensor" in str(hint))),
     # 0.7.4's mm_nvfp4_lora (dynafold's declaration): its prepared LoRA adapter, a dataclass
     # holding device tensors (no schema type), narrowed to None (no adapter, FlashInfer's
     # default); a call with an adapter is traced as shipped.
     "lora_adapter": Rule(None, _fits_none),
+    # trtllm_batch_context_with_kv_cache (dynafold's declaration, 0.6.16 on): Unions and a
+    # list no schema says, each narrowed to the form serving code passes; another call is
+    # traced as shipped:
+    # - `kv_cache: Union[Tensor, Tuple[Tensor, Tensor]]`: the one paged tensor
+    #   [pages, 1 or 2, ...] (the body unbinds K and V itself);
+    # - `out_dtype: Optional[Union[torch.dtype, str]]`: a dtype or None (the string "nvfp4"
+    #   makes the result an FP4Tensor, no tensor);
+    # - `kv_cache_sf: Optional[Union[Tensor, Tuple[Tensor, Tensor]]]`: None or the one tensor;
+    # - `sinks: Optional[List[Tensor]]`: None or one tensor, what the body hands its kernel
+    #   (csrc/trtllm_fmha_kernel_launcher.cu: `Optional<TensorView> attention_sinks`).
+    "kv_cache": Rule(torch.Tensor, _fits_a_tensor, applies=lambda hint: is_union(hint)),
+    "out_dtype": Rule(typing.Optional[torch.dtype],
+                      lambda value: value is None or isinstance(value, torch.dtype),
+                      applies=lambda hint: is_union(hint) and str in typing.get_args(hint)),
+    "kv_cache_sf": Rule(typing.Optional[torch.Tensor],
+                        lambda value: value is None or isinstance(value, torch.Tensor),
+                        applies=lambda hint: is_union(hint)),
+    "sinks": Rule(typing.Optional[torch.Tensor],
+                  lambda value: value is None or isinstance(value, torch.Tensor),
+                  applies=lambda hint: "List" in str(hint)),
+    # trtllm_ragged_attention_deepseek's SageAttention scale factors (dynafold's declaration,
+    # 0.6.16 on): a tuple of four optional tensors (no schema type), narrowed to FlashInfer's
+    # default `(None, None, None, None)` (SageAttention off, as serving code calls it); a call
+    # giving scale factors is traced as shipped.
+    "sage_attn_sfs": Rule(None, lambda value: _fits_object_default(value) or (
+        isinstance(value, tuple) and len(value) == 4 and all(v is None for v in value)),
+        (None, None, None, None)),
 }
 # Parameters a fake may lack (added to the kernel after its fake was written) because they cannot
 # change the result's shape, dtype or strides: the random stream's position.

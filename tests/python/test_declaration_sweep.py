@@ -160,6 +160,10 @@ ATTN_JIT = ["flashinfer.nvfp4_attention_sm120:nvfp4_attention_sm120_fwd",
             "flashinfer.prefill:_fmha_v2_prefill_sm120_run"] + [
     "flashinfer.attn_scores.attn_scores:" + name
     for name in ("fp8_paged_mqa_logits", "fp4_paged_mqa_logits")]
+# The trtllm-gen attention entry points that call their JIT module's tvm_ffi function in the
+# public body (every release): ragged (DeepSeek) prefill and paged context.
+TRTLLM_ATTN = ["flashinfer.prefill:" + name for name in (
+    "trtllm_ragged_attention_deepseek", "trtllm_batch_context_with_kv_cache")]
 # 0.7.x's AlphaMoE NVFP4 entry points (data_ptr() checks and route choice before their ops).
 ALPHAMOE = ["flashinfer.fused_moe.alphamoe_nvfp4_sm100:" + name for name in (
     "alphamoe_nvfp4_aligned_moe", "alphamoe_nvfp4_routed_moe")]
@@ -175,7 +179,7 @@ GEMMS_07 = ["flashinfer.gemm.gemm_base:group_gemm_fp8_nt_groupwise_contiguous"] 
 CSF = ["_dynafold_attention_plans:csf_expand"]
 # Both sweep releases have these; 0.7.4 the rest.
 BOTH = (NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + MONO + JIT_CALLS + CUDNN_GEMMS
-        + NVFP4_ATTN)
+        + NVFP4_ATTN + TRTLLM_ATTN)
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + QSA + CUDNN_0_7
        + ATTN_JIT + B12X + ALPHAMOE + MLA_KV_PACK + STATE_POOLS + CAKE_SAMPLING + GEMMS_07 + CSF
        + [
