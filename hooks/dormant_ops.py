@@ -465,6 +465,27 @@ EXTRA_DECLARATIONS = [
     ("flashinfer.prefill", "trtllm_batch_context_with_kv_cache",
      "flashinfer::trtllm_batch_context_with_kv_cache",
      ("workspace_buffer", "lse", "multi_ctas_kv_counter_buffer"), None),
+    # trtllm_fmha_v2_prefill (0.6.16 on; SGLang's skip-softmax attention on SM90) builds its
+    # fmha_v2 JIT module and calls its tvm_ffi `run` in the public body, no op declared. The
+    # kernel writes `out` (allocated unless given), the softmax stats it allocates with
+    # save_softmax_stats, and scratch, barriers and a tile counter its dynamic scheduler
+    # carries across calls (atomicInc wrapping back) in `workspace_buffer`
+    # (csrc/fmha_v2_run.cu fmha_v2_run). Woken for the call that gives no `out` and returns it
+    # alone (hooks/op_corrections.py `fresh_only`), the workspace declared mutable. Fake:
+    # hooks/op_fakes.py.
+    ("flashinfer.prefill", "trtllm_fmha_v2_prefill", "flashinfer::trtllm_fmha_v2_prefill",
+     ("workspace_buffer",), None),
+    # cudnn_batch_decode_with_kv_cache (0.6.16 on; woken 0.7.x) builds and caches a cuDNN SDPA
+    # graph and executes it, or without the cuDNN frontend calls its cubin JIT module's
+    # tvm_ffi `decode`, in the public body, no op declared. Either writes `out` (allocated
+    # unless given), `lse` only with return_lse (allocated unless given), and its scratch in
+    # `workspace_buffer` (the cubin path's TMA descriptors and partial outputs,
+    # csrc/cudnn_sdpa_kernel_launcher.cu decode; the graph's workspace). Woken for the call
+    # that gives no `out` and returns it alone (hooks/op_corrections.py `fresh_only`; 0.6.16
+    # has no `return_lse`, so its call stays as shipped and the audit has no 0.6.16 row),
+    # `lse` and the workspace declared mutable. Fake: hooks/op_fakes.py.
+    ("flashinfer.cudnn.decode", "cudnn_batch_decode_with_kv_cache",
+     "flashinfer::cudnn_batch_decode_with_kv_cache", ("workspace_buffer", "lse"), None),
     # trtllm_ragged_attention_deepseek (0.6.16 on) calls its JIT module's tvm_ffi function in
     # the public body (`get_trtllm_gen_fmha_module().trtllm_ragged_attention`; backend
     # "cute-dsl": the CuTe DSL compile and launch), no op declared; 0.7.x's empty-row check

@@ -356,6 +356,20 @@ CORRECTIONS = {
     ("flashinfer.prefill", "trtllm_batch_context_with_kv_cache"): {
         "fresh_only": {"when": {"out": None, "return_lse": False}, "results": 1},
     },
+    # dynafold's declaration of trtllm_fmha_v2_prefill (hooks/dormant_ops.py): besides the
+    # workspace it declares mutable, the kernel writes `out`, the caller's when given, else
+    # allocated, and the softmax stats the body allocates with save_softmax_stats, returned
+    # then as `(out, lse)` (csrc/fmha_v2_run.cu).
+    ("flashinfer.prefill", "trtllm_fmha_v2_prefill"): {
+        "fresh_only": {"when": {"out": None, "save_softmax_stats": False}, "results": 1},
+    },
+    # dynafold's declaration of cudnn_batch_decode_with_kv_cache (hooks/dormant_ops.py):
+    # besides `lse` and the workspace it declares mutable, the graph (or cubin kernel) writes
+    # `out`, the caller's when given, else allocated (cudnn/decode.py); the result is `out`,
+    # or `(out, lse)` with return_lse.
+    ("flashinfer.cudnn.decode", "cudnn_batch_decode_with_kv_cache"): {
+        "fresh_only": {"when": {"out": None, "return_lse": False}, "results": 1},
+    },
     # dynafold's declaration of trtllm_ragged_attention_deepseek (hooks/dormant_ops.py):
     # besides `lse` and the workspace it declares mutable, the kernel writes only `out`
     # (csrc/trtllm_fmha_kernel_launcher.cu trtllm_ragged_attention), the caller's when given,

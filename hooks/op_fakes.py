@@ -327,6 +327,28 @@ def _trtllm_batch_context_with_kv_cache(values):
     return torch.empty_like(query, dtype=values["out_dtype"] or query.dtype)
 
 
+def _trtllm_fmha_v2_prefill(values):
+    """`trtllm_fmha_v2_prefill`'s result with no `out` given and no save_softmax_stats, `qkv`
+    a flat tuple (the only call woken): its `torch.empty((query.shape[0], num_qo_heads,
+    head_dim_v), dtype=o_dtype)` (0.6.16-0.7.4 prefill.py), the query `qkv[0]`
+    [tokens, heads, D], `head_dim_v` the last dim of the last member (stacked KV
+    [tokens, 2, H, D], paged KV [pages, 2, ..., D], V [tokens, H, Dv]), `o_dtype` `out_dtype`
+    (a dtype, hooks/op_narrowing.py) or the query's."""
+    qkv = values["qkv"]
+    query = qkv[0]
+    return query.new_empty((query.shape[0], query.shape[1], qkv[-1].shape[-1]),
+                           dtype=values["out_dtype"] or query.dtype)
+
+
+def _cudnn_batch_decode_with_kv_cache(values):
+    """`cudnn_batch_decode_with_kv_cache`'s result with no `out` given and no return_lse, the
+    only call woken: its `torch.empty(rows, h_qo, d_vo, dtype=q.dtype)`, rows and heads the
+    query's first two dims, d_vo `v_cache.shape[3]` (0.7.x cudnn/decode.py
+    _normalize_decode_inputs)."""
+    q = values["q"]
+    return q.new_empty((q.shape[0], q.shape[1], values["v_cache"].shape[3]))
+
+
 def _trtllm_ragged_attention_deepseek(values):
     """`trtllm_ragged_attention_deepseek`'s result with no `out` given and no return_lse, the
     only call woken: its `torch.empty(query.shape[0], query.shape[1], value.shape[2])`,
@@ -781,6 +803,13 @@ BY_NAME = {
     # woken for the call that gives no `out` (hooks/op_corrections.py `fresh_only`).
     "flashinfer::trtllm_batch_context_with_kv_cache": (
         _trtllm_batch_context_with_kv_cache, ("query", "out_dtype")),
+    # dynafold's own declaration of trtllm_fmha_v2_prefill (hooks/dormant_ops.py), woken for
+    # the call that gives no `out` (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::trtllm_fmha_v2_prefill": (_trtllm_fmha_v2_prefill, ("qkv", "out_dtype")),
+    # dynafold's own declaration of cudnn_batch_decode_with_kv_cache (hooks/dormant_ops.py),
+    # woken for the call that gives no `out` (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::cudnn_batch_decode_with_kv_cache": (
+        _cudnn_batch_decode_with_kv_cache, ("q", "v_cache")),
     # dynafold's own declaration of trtllm_ragged_attention_deepseek (hooks/dormant_ops.py),
     # woken for the call that gives no `out` (hooks/op_corrections.py `fresh_only`).
     "flashinfer::trtllm_ragged_attention_deepseek": (

@@ -215,7 +215,8 @@ NARROWED = {
     # holding device tensors (no schema type), narrowed to None (no adapter, FlashInfer's
     # default); a call with an adapter is traced as shipped.
     "lora_adapter": Rule(None, _fits_none),
-    # trtllm_batch_context_with_kv_cache (dynafold's declaration, 0.6.16 on): Unions and a
+    # trtllm_batch_context_with_kv_cache and trtllm_fmha_v2_prefill (dynafold's declarations,
+    # 0.6.16 on; the second has `out_dtype` and `sinks` alike): Unions and a
     # list no schema says, each narrowed to the form serving code passes; another call is
     # traced as shipped:
     # - `kv_cache: Union[Tensor, Tuple[Tensor, Tensor]]`: the one paged tensor
@@ -235,6 +236,19 @@ NARROWED = {
     "sinks": Rule(typing.Optional[torch.Tensor],
                   lambda value: value is None or isinstance(value, torch.Tensor),
                   applies=lambda hint: "List" in str(hint)),
+    # trtllm_fmha_v2_prefill (dynafold's declaration, 0.6.16 on): `qkv`, a tensor
+    # (PACKED_QKV) or a tuple of two or three (Q with stacked KV or a paged cache, or separate
+    # Q, K, V; a paged (K, V) pair nested), no schema type for the Union. Narrowed to the flat
+    # tuple, a Tensor[] to the operator and the tuple again to FlashInfer's function; the
+    # packed tensor and the nested pair are traced as shipped. Its `pos_encoding_mode: str =
+    # None` is an optional str to the operator.
+    "qkv": Rule(typing.List[torch.Tensor],
+                lambda value: isinstance(value, tuple) and len(value) in (2, 3) and all(
+                    isinstance(v, torch.Tensor) for v in value),
+                applies=lambda hint: is_union(hint), restore=tuple),
+    "pos_encoding_mode": Rule(typing.Optional[str],
+                              lambda value: value is None or isinstance(value, str),
+                              applies=lambda hint: hint is str),
     # trtllm_ragged_attention_deepseek's SageAttention scale factors (dynafold's declaration,
     # 0.6.16 on): a tuple of four optional tensors (no schema type), narrowed to FlashInfer's
     # default `(None, None, None, None)` (SageAttention off, as serving code calls it); a call

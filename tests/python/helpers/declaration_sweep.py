@@ -235,8 +235,13 @@ def _value(name, hint, shape, writes):
 
 # Scalars a declaration needs other than its default to fit the sweep's tensors: 0.7.4's
 # concat_mla_kv_quant_fp8 splits `kv_nope`'s last dim at `nope_dim` (default 128, wider than
-# any sweep shape).
-ARGUMENTS = {"flashinfer.mla_kv_pack:concat_mla_kv_quant_fp8": {"nope_dim": 32}}
+# any sweep shape). trtllm_fmha_v2_prefill (dynafold's declaration) takes `qkv` as the flat
+# tuple its narrowing wakes (hooks/op_narrowing.py), here separate Q, K, V.
+ARGUMENTS = {"flashinfer.mla_kv_pack:concat_mla_kv_quant_fp8": {"nope_dim": 32},
+             "flashinfer.prefill:trtllm_fmha_v2_prefill": {
+                 "qkv": tuple(torch.randn((4, 4, 64), generator=torch.Generator().manual_seed(i))
+                              for i in range(3)),
+                 "input_layout": "SEPARATE_Q_K_V"}}
 
 
 def _may_be_tensor(hint):
