@@ -486,6 +486,15 @@ EXTRA_DECLARATIONS = [
     # `lse` and the workspace declared mutable. Fake: hooks/op_fakes.py.
     ("flashinfer.cudnn.decode", "cudnn_batch_decode_with_kv_cache",
      "flashinfer::cudnn_batch_decode_with_kv_cache", ("workspace_buffer", "lse"), None),
+    # sm110_gqa_decode (0.7.x, exact SM110) loads its kernel on the traced path: 0.7.2 the
+    # JIT module of its route, 0.7.4 a Cake kernel whose manifest it reads from disk, after
+    # a device check, then launches it on the torch stream, no op declared. The public
+    # function is the boundary (its backend is imported in its body). The kernel writes only
+    # `out` (allocated unless given) and, 0.7.4's split routes, partials and counters
+    # allocated per call (experimental/sm110_gqa_decode/backend.py); woken for the call
+    # without `out` (hooks/op_corrections.py `fresh_only`), nothing declared mutable. Fake:
+    # hooks/op_fakes.py.
+    ("flashinfer.decode", "sm110_gqa_decode", "flashinfer::sm110_gqa_decode", (), None),
     # trtllm_ragged_attention_deepseek (0.6.16 on) calls its JIT module's tvm_ffi function in
     # the public body (`get_trtllm_gen_fmha_module().trtllm_ragged_attention`; backend
     # "cute-dsl": the CuTe DSL compile and launch), no op declared; 0.7.x's empty-row check

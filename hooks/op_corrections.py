@@ -370,6 +370,12 @@ CORRECTIONS = {
     ("flashinfer.cudnn.decode", "cudnn_batch_decode_with_kv_cache"): {
         "fresh_only": {"when": {"out": None, "return_lse": False}, "results": 1},
     },
+    # dynafold's declaration of sm110_gqa_decode (hooks/dormant_ops.py): the kernel writes
+    # only `out`, the caller's when given, else allocated (experimental/sm110_gqa_decode/
+    # backend.py), and returns it.
+    ("flashinfer.decode", "sm110_gqa_decode"): {
+        "fresh_only": {"when": {"out": None}, "results": 1},
+    },
     # dynafold's declaration of trtllm_ragged_attention_deepseek (hooks/dormant_ops.py):
     # besides `lse` and the workspace it declares mutable, the kernel writes only `out`
     # (csrc/trtllm_fmha_kernel_launcher.cu trtllm_ragged_attention), the caller's when given,

@@ -349,6 +349,12 @@ def _cudnn_batch_decode_with_kv_cache(values):
     return q.new_empty((q.shape[0], q.shape[1], values["v_cache"].shape[3]))
 
 
+def _sm110_gqa_decode(values):
+    """`sm110_gqa_decode`'s result with no `out` given, the only call woken: its
+    `torch.empty_like(q)` (0.7.x experimental/sm110_gqa_decode/backend.py)."""
+    return torch.empty_like(values["q"])
+
+
 def _trtllm_ragged_attention_deepseek(values):
     """`trtllm_ragged_attention_deepseek`'s result with no `out` given and no return_lse, the
     only call woken: its `torch.empty(query.shape[0], query.shape[1], value.shape[2])`,
@@ -810,6 +816,9 @@ BY_NAME = {
     # woken for the call that gives no `out` (hooks/op_corrections.py `fresh_only`).
     "flashinfer::cudnn_batch_decode_with_kv_cache": (
         _cudnn_batch_decode_with_kv_cache, ("q", "v_cache")),
+    # dynafold's own declaration of sm110_gqa_decode (hooks/dormant_ops.py), woken for the
+    # call that gives no `out` (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::sm110_gqa_decode": (_sm110_gqa_decode, ("q",)),
     # dynafold's own declaration of trtllm_ragged_attention_deepseek (hooks/dormant_ops.py),
     # woken for the call that gives no `out` (hooks/op_corrections.py `fresh_only`).
     "flashinfer::trtllm_ragged_attention_deepseek": (

@@ -168,6 +168,9 @@ TRTLLM_ATTN = ["flashinfer.prefill:" + name for name in (
 # cuDNN batch decode (0.7.x: 0.6.16 lacks the return_lse its woken call is keyed on): graph
 # build and cache, or its cubin JIT call, in the public body.
 CUDNN_DECODE = ["flashinfer.cudnn.decode:cudnn_batch_decode_with_kv_cache"]
+# 0.7.x's SM110 GQA decode: device check, kernel loader (0.7.4: a Cake manifest read from disk)
+# and launch in the public body.
+SM110_DECODE = ["flashinfer.decode:sm110_gqa_decode"]
 # 0.7.x's AlphaMoE NVFP4 entry points (data_ptr() checks and route choice before their ops).
 ALPHAMOE = ["flashinfer.fused_moe.alphamoe_nvfp4_sm100:" + name for name in (
     "alphamoe_nvfp4_aligned_moe", "alphamoe_nvfp4_routed_moe")]
@@ -185,7 +188,7 @@ CSF = ["_dynafold_attention_plans:csf_expand"]
 BOTH = (NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + MONO + JIT_CALLS + CUDNN_GEMMS
         + NVFP4_ATTN + TRTLLM_ATTN)
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + QSA + CUDNN_0_7
-       + ATTN_JIT + CUDNN_DECODE + B12X + ALPHAMOE + MLA_KV_PACK + STATE_POOLS + CAKE_SAMPLING + GEMMS_07 + CSF
+       + ATTN_JIT + CUDNN_DECODE + SM110_DECODE + B12X + ALPHAMOE + MLA_KV_PACK + STATE_POOLS + CAKE_SAMPLING + GEMMS_07 + CSF
        + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
