@@ -495,6 +495,15 @@ EXTRA_DECLARATIONS = [
     # without `out` (hooks/op_corrections.py `fresh_only`), nothing declared mutable. Fake:
     # hooks/op_fakes.py.
     ("flashinfer.decode", "sm110_gqa_decode", "flashinfer::sm110_gqa_decode", (), None),
+    # fmha_varlen (0.6.16 on; BatchPrefillWithRaggedKVCacheWrapper's cutlass backend, SM100)
+    # builds its CUTLASS FMHA JIT module and calls its tvm_ffi `run` in the body, no op
+    # declared. The kernel writes `out` and, when given, `lse` (csrc/fmha_cutlass_sm100.cu
+    # FMHACutlassSM100Run; its workspace is FlashInfer's own cached buffer, no argument), and
+    # the function returns the pair `(out, lse)`, `lse` None when neither given nor asked
+    # for. Woken for the call that gives `out` and does not ask return_lse, whose result is
+    # the caller's `out` and `lse` (or None) as given (hooks/op_corrections.py
+    # `result_is_given`, form "pair"): both declared mutable, the operator returns nothing.
+    ("flashinfer.prefill", "fmha_varlen", "flashinfer::fmha_varlen", ("lse",), None),
     # trtllm_ragged_attention_deepseek (0.6.16 on) calls its JIT module's tvm_ffi function in
     # the public body (`get_trtllm_gen_fmha_module().trtllm_ragged_attention`; backend
     # "cute-dsl": the CuTe DSL compile and launch), no op declared; 0.7.x's empty-row check
@@ -1152,7 +1161,7 @@ def _variant_fake(declared, fn, narrowing, nothing, fake, given):
         return _no_result
     if given:
         form = narrowing.gives_back[0] if narrowing.gives_back else None
-        if form in ("itself", "list"):
+        if form in ("itself", "list", "pair"):
             return _no_result
         name = given.get("rest_fake") if form == "list+" else declared.name
         fake = op_fakes.override(name, fn) if name else None

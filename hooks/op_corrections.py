@@ -18,7 +18,8 @@ Fields (each optional):
   parameter already says so).
 - `result_is_given`: the declared result is the caller's buffer when one is given, which no
   operator may return: `{"argument": the buffer's parameter, "when": {parameter: value that
-  must hold}, "form": "itself" | "list" ([buffer]) | "list+" ([buffer, *fresh tensors]),
+  must hold}, "form": "itself" | "list" ([buffer]) | "list+" ([buffer, *fresh tensors]) |
+  "pair" ((buffer, the `second` parameter's value as given): fmha_varlen's `(out, lse)`),
   "rest_fake": the hooks/op_fakes.py name of the fresh tensors' fake (form "list+"),
   "fresh_otherwise": whether a call without a buffer is an operator too}`. The call that gives
   the buffer (and fits `when`) becomes an operator that writes it (declared mutable) and
@@ -375,6 +376,14 @@ CORRECTIONS = {
     # backend.py), and returns it.
     ("flashinfer.decode", "sm110_gqa_decode"): {
         "fresh_only": {"when": {"out": None}, "results": 1},
+    },
+    # dynafold's declaration of fmha_varlen (hooks/dormant_ops.py): returns `(out, lse)`,
+    # `out` the caller's when given (else a slice of a padded buffer it allocates) and `lse`
+    # the caller's, one allocated with return_lse, or None; the kernel writes both
+    # (csrc/fmha_cutlass_sm100.cu). Woken for the call giving `out` without return_lse.
+    ("flashinfer.prefill", "fmha_varlen"): {
+        "result_is_given": {"argument": "out", "form": "pair", "second": "lse",
+                            "when": {"return_lse": False}},
     },
     # dynafold's declaration of trtllm_ragged_attention_deepseek (hooks/dormant_ops.py):
     # besides `lse` and the workspace it declares mutable, the kernel writes only `out`

@@ -242,6 +242,14 @@ NARROWED = {
     # tuple, a Tensor[] to the operator and the tuple again to FlashInfer's function; the
     # packed tensor and the nested pair are traced as shipped. Its `pos_encoding_mode: str =
     # None` is an optional str to the operator.
+    # fmha_varlen (dynafold's declaration, 0.6.16 on): its `plan_info`, the four plan tensors
+    # fmha_varlen_plan returns (`Optional[List[Tensor]]`, no schema type), a Tensor[] to the
+    # operator for the call that gives them (the ragged wrapper's cutlass backend, planned in
+    # plan()); a call without (it plans itself) is traced as shipped.
+    "plan_info": Rule(typing.List[torch.Tensor],
+                      lambda value: isinstance(value, (list, tuple)) and all(
+                          isinstance(v, torch.Tensor) for v in value),
+                      applies=lambda hint: "List[torch.Tensor]" in str(hint)),
     "qkv": Rule(typing.List[torch.Tensor],
                 lambda value: isinstance(value, tuple) and len(value) in (2, 3) and all(
                     isinstance(v, torch.Tensor) for v in value),
@@ -595,6 +603,11 @@ class Narrowing:
             params += [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                          annotation=annotation)
                        for name, annotation in VARIADIC]
+        # A Tensor[] kept with the default None (0.6.16-0.7.4 fmha_varlen's narrowed
+        # `plan_info`): no schema gives a list the default None, so, as for a required
+        # keyword-only parameter after a defaulted one, the schema gives no defaults.
+        no_defaults = no_defaults or any(
+            p.default is None and p.annotation == typing.List[torch.Tensor] for p in params)
         if no_defaults:
             params = [p.replace(default=p.empty) for p in params]
         narrowing = cls(names, kept, dropped, checks, prototype_of(fn, params, result),
@@ -695,7 +708,12 @@ def given_result(fn, hints, spec):
     if isinstance(out, str):
         return out
     for given in out:
-        given.gives_back = (form, [name for _, name, _ in given.kept].index(argument))
+        kept = [name for _, name, _ in given.kept]
+        given.gives_back = (form, kept.index(argument))
+        if form == "pair":
+            # (`second`: the parameter FlashInfer returns beside the buffer, as given: a
+            # tensor, declared mutable, or None.)
+            given.gives_back = (form, (kept.index(argument), kept.index(spec["second"])))
     if spec.get("fresh_otherwise"):
         # With the form "itself" the result is the buffer or the one the function allocates
         # in its place: a Tensor, also where FlashInfer wrote no return annotation (the
@@ -825,6 +843,9 @@ def through_ops(narrowed, as_shipped):
                     return (*fresh, *[values[p] for p in positions])
                 if form == "itself":
                     return values[position]
+                if form == "pair":
+                    # (`position`: the buffer's and the second given argument's.)
+                    return (values[position[0]], values[position[1]])
                 if form == "list":
                     return [values[position]]
                 return [values[position], *out]

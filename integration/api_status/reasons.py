@@ -267,16 +267,6 @@ NO_SCHEMA = {
         "in its body, outside any op declaration, a break on a GPU too; no dynafold boundary: "
         "it takes an AlphaMoeNvfp4DeferredOutput (the deferred call's route accumulators, "
         "route id and scalars), a Python object no operator schema can take",
-    "prefill.fmha_varlen":
-        "reaches FlashInfer's JIT module function `run` directly in its body (the CUTLASS "
-        "SM100 FMHA, planned by fmha_varlen_plan), outside any op declaration, a break on a "
-        "GPU too; no dynafold boundary yet: it always returns the pair `(out, lse)`, `lse` "
-        "None without return_lse (as BatchPrefillWithRaggedKVCacheWrapper's cutlass backend "
-        "calls it, giving its own `out`). No operator returns None beside a tensor, and the "
-        "result forms dynafold's boundaries have (hooks/op_corrections.py: one given buffer, "
-        "or fresh tensors) cannot hand back that pair of the caller's buffers; an `out` it "
-        "allocates is a slice past a front pad of max(max_qo_len, 128) rows, and `plan_info` "
-        "(Optional[List[Tensor]]) has no schema type either",
     "fused_moe.kimi_k3_fused_router":
         "checks data_ptr() alignment (and that its tensors do not overlap, from their "
         "addresses) on the traced path, a break on a GPU too; no dynafold boundary: it takes "

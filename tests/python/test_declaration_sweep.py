@@ -161,10 +161,11 @@ ATTN_JIT = ["flashinfer.nvfp4_attention_sm120:nvfp4_attention_sm120_fwd",
     "flashinfer.attn_scores.attn_scores:" + name
     for name in ("fp8_paged_mqa_logits", "fp4_paged_mqa_logits")]
 # The trtllm-gen attention entry points that call their JIT module's tvm_ffi function in the
-# public body (every release): ragged (DeepSeek) prefill, paged context and fmha_v2 prefill.
+# public body (every release): ragged (DeepSeek) prefill, paged context, fmha_v2 prefill and
+# the CUTLASS varlen FMHA.
 TRTLLM_ATTN = ["flashinfer.prefill:" + name for name in (
     "trtllm_ragged_attention_deepseek", "trtllm_batch_context_with_kv_cache",
-    "trtllm_fmha_v2_prefill")]
+    "trtllm_fmha_v2_prefill", "fmha_varlen")]
 # cuDNN batch decode (0.7.x: 0.6.16 lacks the return_lse its woken call is keyed on): graph
 # build and cache, or its cubin JIT call, in the public body.
 CUDNN_DECODE = ["flashinfer.cudnn.decode:cudnn_batch_decode_with_kv_cache"]

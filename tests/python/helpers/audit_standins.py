@@ -109,6 +109,11 @@ class StandIn:
             # when the flag is set, as the function returns them.
             first, a, b, flag = flagged.groups()
             return (values[a], values[b]) if values.get(flag) else values[first]
+        pair = re.match(r"tuple\(alias:(\w+), alias:(\w+)\) when \1 is given", returns)
+        if pair and isinstance(values.get(pair[1]), torch.Tensor):
+            # "tuple(alias:out, alias:lse) when out is given ..." (dynafold's fmha_varlen): the
+            # caller's buffer and the second argument as given (a tensor, or None).
+            return (values[pair[1]], values[pair[2]])
         if returns.startswith("alias:") and returns[6:] in values:
             return values[returns[6:]]
         if returns == "none" or self.fake is None:

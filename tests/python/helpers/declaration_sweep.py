@@ -149,7 +149,9 @@ def rebuild_extra(module_name, function, name, row):
     except ImportError as e:
         # (the CuTe DSL kernels' modules import `cutlass`, which this environment lacks)
         raise Skip(f"{type(e).__name__}: {e}") from None
-    node = next((n for n in ast.parse(_source_path(module).read_text()).body
+    # The last definition of that name: the one the module binds (fmha_varlen's @overload
+    # stubs come first).
+    node = next((n for n in reversed(ast.parse(_source_path(module).read_text()).body)
                  if isinstance(n, ast.FunctionDef) and n.name == function), None)
     if node is None:
         raise Skip(f"{function} is not a top-level function of {module_name}")
@@ -241,7 +243,11 @@ ARGUMENTS = {"flashinfer.mla_kv_pack:concat_mla_kv_quant_fp8": {"nope_dim": 32},
              "flashinfer.prefill:trtllm_fmha_v2_prefill": {
                  "qkv": tuple(torch.randn((4, 4, 64), generator=torch.Generator().manual_seed(i))
                               for i in range(3)),
-                 "input_layout": "SEPARATE_Q_K_V"}}
+                 "input_layout": "SEPARATE_Q_K_V"},
+             # fmha_varlen (dynafold's declaration) is woken for the call that gives its plan
+             # (hooks/op_narrowing.py `plan_info`), as the ragged wrapper's cutlass backend does.
+             "flashinfer.prefill:fmha_varlen": {
+                 "plan_info": [torch.arange(3, dtype=torch.int32) for _ in range(4)]}}
 
 
 def _may_be_tensor(hint):
