@@ -512,6 +512,68 @@ EXTRA_DECLARATIONS = [
     # `result_is_given`, for the call without return_lse).
     ("flashinfer.prefill", "_fmha_v2_prefill_sm120_run",
      "flashinfer::fmha_v2_prefill_sm120_run", ("out", "lse"), None),
+    # trtllm_batch_context_with_kv_cache (0.6.16 on) calls its JIT module's tvm_ffi function in
+    # the public body (`get_trtllm_gen_fmha_module().trtllm_paged_attention_context`; 0.7.4's
+    # backend "cake": the Cake context module, after its route choice and host reads of device
+    # scales), no op declared. The kernel writes `out`, `lse` when given (even without
+    # return_lse), its softmax stats in `workspace_buffer` (Cake: its expanded sequence
+    # arrays) and, Cake's persistent scheduler, a counter in `multi_ctas_kv_counter_buffer`
+    # (csrc/trtllm_fmha_kernel_launcher.cu, cake_fmha/jit/cake_fmha_context_*_jit_binding.cu).
+    # Woken for the call that gives no `out` and returns it alone, not as an FP4Tensor
+    # (hooks/op_corrections.py `fresh_only`, hooks/op_narrowing.py `out_dtype`), `lse`, the
+    # workspace and the counter buffer declared mutable. Fake: hooks/op_fakes.py.
+    ("flashinfer.prefill", "trtllm_batch_context_with_kv_cache",
+     "flashinfer::trtllm_batch_context_with_kv_cache",
+     ("workspace_buffer", "lse", "multi_ctas_kv_counter_buffer"), None),
+    # trtllm_fmha_v2_prefill (0.6.16 on; SGLang's skip-softmax attention on SM90) builds its
+    # fmha_v2 JIT module and calls its tvm_ffi `run` in the public body, no op declared. The
+    # kernel writes `out` (allocated unless given), the softmax stats it allocates with
+    # save_softmax_stats, and scratch, barriers and a tile counter its dynamic scheduler
+    # carries across calls (atomicInc wrapping back) in `workspace_buffer`
+    # (csrc/fmha_v2_run.cu fmha_v2_run). Woken for the call that gives no `out` and returns it
+    # alone (hooks/op_corrections.py `fresh_only`), the workspace declared mutable. Fake:
+    # hooks/op_fakes.py.
+    ("flashinfer.prefill", "trtllm_fmha_v2_prefill", "flashinfer::trtllm_fmha_v2_prefill",
+     ("workspace_buffer",), None),
+    # cudnn_batch_decode_with_kv_cache (0.6.16 on; woken 0.7.x) builds and caches a cuDNN SDPA
+    # graph and executes it, or without the cuDNN frontend calls its cubin JIT module's
+    # tvm_ffi `decode`, in the public body, no op declared. Either writes `out` (allocated
+    # unless given), `lse` only with return_lse (allocated unless given), and its scratch in
+    # `workspace_buffer` (the cubin path's TMA descriptors and partial outputs,
+    # csrc/cudnn_sdpa_kernel_launcher.cu decode; the graph's workspace). Woken for the call
+    # that gives no `out` and returns it alone (hooks/op_corrections.py `fresh_only`; 0.6.16
+    # has no `return_lse`, so its call stays as shipped and the audit has no 0.6.16 row),
+    # `lse` and the workspace declared mutable. Fake: hooks/op_fakes.py.
+    ("flashinfer.cudnn.decode", "cudnn_batch_decode_with_kv_cache",
+     "flashinfer::cudnn_batch_decode_with_kv_cache", ("workspace_buffer", "lse"), None),
+    # sm110_gqa_decode (0.7.x, exact SM110) loads its kernel on the traced path: 0.7.2 the
+    # JIT module of its route, 0.7.4 a Cake kernel whose manifest it reads from disk, after
+    # a device check, then launches it on the torch stream, no op declared. The public
+    # function is the boundary (its backend is imported in its body). The kernel writes only
+    # `out` (allocated unless given) and, 0.7.4's split routes, partials and counters
+    # allocated per call (experimental/sm110_gqa_decode/backend.py); woken for the call
+    # without `out` (hooks/op_corrections.py `fresh_only`), nothing declared mutable. Fake:
+    # hooks/op_fakes.py.
+    ("flashinfer.decode", "sm110_gqa_decode", "flashinfer::sm110_gqa_decode", (), None),
+    # fmha_varlen (0.6.16 on; BatchPrefillWithRaggedKVCacheWrapper's cutlass backend, SM100)
+    # builds its CUTLASS FMHA JIT module and calls its tvm_ffi `run` in the body, no op
+    # declared. The kernel writes `out` and, when given, `lse` (csrc/fmha_cutlass_sm100.cu
+    # FMHACutlassSM100Run; its workspace is FlashInfer's own cached buffer, no argument), and
+    # the function returns the pair `(out, lse)`, `lse` None when neither given nor asked
+    # for. Woken for the call that gives `out` and does not ask return_lse, whose result is
+    # the caller's `out` and `lse` (or None) as given (hooks/op_corrections.py
+    # `result_is_given`, form "pair"): both declared mutable, the operator returns nothing.
+    ("flashinfer.prefill", "fmha_varlen", "flashinfer::fmha_varlen", ("lse",), None),
+    # trtllm_ragged_attention_deepseek (0.6.16 on) calls its JIT module's tvm_ffi function in
+    # the public body (`get_trtllm_gen_fmha_module().trtllm_ragged_attention`; backend
+    # "cute-dsl": the CuTe DSL compile and launch), no op declared; 0.7.x's empty-row check
+    # reads the indptrs on the host (`.item()`). The kernel writes `out`, `lse` when given
+    # (the caller's even without return_lse) and its softmax stats in `workspace_buffer`
+    # (csrc/trtllm_fmha_kernel_launcher.cu trtllm_ragged_attention_launcher); woken for the
+    # call that gives no `out` and returns it alone (hooks/op_corrections.py `fresh_only`),
+    # `lse` and the workspace declared mutable. Fake: hooks/op_fakes.py.
+    ("flashinfer.prefill", "trtllm_ragged_attention_deepseek",
+     "flashinfer::trtllm_ragged_attention_deepseek", ("workspace_buffer", "lse"), None),
     # trtllm_sage_attention_quantize (0.6.16 on; woken 0.7.x) calls its JIT module's tvm_ffi
     # function in the public body (`get_trtllm_gen_fmha_module().trtllm_sage_attention_quantize`),
     # no op declared. The kernel writes only the six (seven with smooth_k) tensors the body

@@ -19,7 +19,8 @@ Fields (each optional):
 - `result_is_given`: the declared result is the caller's buffer when one is given, which no
   operator may return: `{"argument": the buffer's parameter, "when": {parameter: value that
   must hold (torch.Tensor: a tensor given)}, "form": "itself" | "list" ([buffer]) | "list+"
-  ([buffer, *fresh tensors]) | "pair" ((buffer, None)),
+  ([buffer, *fresh tensors]) | "pair" ((buffer, the `second` parameter's value as given:
+  fmha_varlen's `(out, lse)`; without `second`, None: recurrent KDA's `(output, None)`)),
   "rest_fake": the hooks/op_fakes.py name of the fresh tensors' fake (form "list+"),
   "fresh_otherwise": whether a call without a buffer is an operator too}`. The call that gives
   the buffer (and fits `when`) becomes an operator that writes it (declared mutable) and
@@ -366,6 +367,49 @@ CORRECTIONS = {
     ("flashinfer.prefill", "_fmha_v2_prefill_sm120_run"): {
         "result_is_given": {"argument": "out", "form": "itself",
                             "when": {"return_lse": False}},
+    },
+    # dynafold's declaration of trtllm_batch_context_with_kv_cache (hooks/dormant_ops.py):
+    # besides `lse`, the workspace and the counter buffer it declares mutable, the kernel
+    # writes only `out` (csrc/trtllm_fmha_kernel_launcher.cu trtllm_paged_attention_context),
+    # the caller's when given, else allocated; the result is `out`, or `(out, lse)` with
+    # return_lse (an FP4Tensor for "nvfp4", which hooks/op_narrowing.py leaves out).
+    ("flashinfer.prefill", "trtllm_batch_context_with_kv_cache"): {
+        "fresh_only": {"when": {"out": None, "return_lse": False}, "results": 1},
+    },
+    # dynafold's declaration of trtllm_fmha_v2_prefill (hooks/dormant_ops.py): besides the
+    # workspace it declares mutable, the kernel writes `out`, the caller's when given, else
+    # allocated, and the softmax stats the body allocates with save_softmax_stats, returned
+    # then as `(out, lse)` (csrc/fmha_v2_run.cu).
+    ("flashinfer.prefill", "trtllm_fmha_v2_prefill"): {
+        "fresh_only": {"when": {"out": None, "save_softmax_stats": False}, "results": 1},
+    },
+    # dynafold's declaration of cudnn_batch_decode_with_kv_cache (hooks/dormant_ops.py):
+    # besides `lse` and the workspace it declares mutable, the graph (or cubin kernel) writes
+    # `out`, the caller's when given, else allocated (cudnn/decode.py); the result is `out`,
+    # or `(out, lse)` with return_lse.
+    ("flashinfer.cudnn.decode", "cudnn_batch_decode_with_kv_cache"): {
+        "fresh_only": {"when": {"out": None, "return_lse": False}, "results": 1},
+    },
+    # dynafold's declaration of sm110_gqa_decode (hooks/dormant_ops.py): the kernel writes
+    # only `out`, the caller's when given, else allocated (experimental/sm110_gqa_decode/
+    # backend.py), and returns it.
+    ("flashinfer.decode", "sm110_gqa_decode"): {
+        "fresh_only": {"when": {"out": None}, "results": 1},
+    },
+    # dynafold's declaration of fmha_varlen (hooks/dormant_ops.py): returns `(out, lse)`,
+    # `out` the caller's when given (else a slice of a padded buffer it allocates) and `lse`
+    # the caller's, one allocated with return_lse, or None; the kernel writes both
+    # (csrc/fmha_cutlass_sm100.cu). Woken for the call giving `out` without return_lse.
+    ("flashinfer.prefill", "fmha_varlen"): {
+        "result_is_given": {"argument": "out", "form": "pair", "second": "lse",
+                            "when": {"return_lse": False}},
+    },
+    # dynafold's declaration of trtllm_ragged_attention_deepseek (hooks/dormant_ops.py):
+    # besides `lse` and the workspace it declares mutable, the kernel writes only `out`
+    # (csrc/trtllm_fmha_kernel_launcher.cu trtllm_ragged_attention), the caller's when given,
+    # else allocated; the result is `out`, or `(out, lse)` with return_lse.
+    ("flashinfer.prefill", "trtllm_ragged_attention_deepseek"): {
+        "fresh_only": {"when": {"out": None, "return_lse": False}, "results": 1},
     },
     # dynafold's declaration of trtllm_sage_attention_quantize (hooks/dormant_ops.py): the
     # kernel writes only the tensors the body allocates (csrc/trtllm_sage_quant.cu); six fresh

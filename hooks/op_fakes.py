@@ -318,6 +318,53 @@ def _packed_kda_decode(values):
     return mixed_qkv.new_empty((mixed_qkv.shape[0], 1, 12, 128))
 
 
+def _trtllm_batch_context_with_kv_cache(values):
+    """`trtllm_batch_context_with_kv_cache`'s result with no `out` given, no return_lse and a
+    dtype (or None) for `out_dtype`, the only call woken: its
+    `torch.empty_like(query, dtype=out_dtype)`, `out_dtype` None being the query's dtype
+    (0.6.16-0.7.4 prefill.py)."""
+    query = values["query"]
+    return torch.empty_like(query, dtype=values["out_dtype"] or query.dtype)
+
+
+def _trtllm_fmha_v2_prefill(values):
+    """`trtllm_fmha_v2_prefill`'s result with no `out` given and no save_softmax_stats, `qkv`
+    a flat tuple (the only call woken): its `torch.empty((query.shape[0], num_qo_heads,
+    head_dim_v), dtype=o_dtype)` (0.6.16-0.7.4 prefill.py), the query `qkv[0]`
+    [tokens, heads, D], `head_dim_v` the last dim of the last member (stacked KV
+    [tokens, 2, H, D], paged KV [pages, 2, ..., D], V [tokens, H, Dv]), `o_dtype` `out_dtype`
+    (a dtype, hooks/op_narrowing.py) or the query's."""
+    qkv = values["qkv"]
+    query = qkv[0]
+    return query.new_empty((query.shape[0], query.shape[1], qkv[-1].shape[-1]),
+                           dtype=values["out_dtype"] or query.dtype)
+
+
+def _cudnn_batch_decode_with_kv_cache(values):
+    """`cudnn_batch_decode_with_kv_cache`'s result with no `out` given and no return_lse, the
+    only call woken: its `torch.empty(rows, h_qo, d_vo, dtype=q.dtype)`, rows and heads the
+    query's first two dims, d_vo `v_cache.shape[3]` (0.7.x cudnn/decode.py
+    _normalize_decode_inputs)."""
+    q = values["q"]
+    return q.new_empty((q.shape[0], q.shape[1], values["v_cache"].shape[3]))
+
+
+def _sm110_gqa_decode(values):
+    """`sm110_gqa_decode`'s result with no `out` given, the only call woken: its
+    `torch.empty_like(q)` (0.7.x experimental/sm110_gqa_decode/backend.py)."""
+    return torch.empty_like(values["q"])
+
+
+def _trtllm_ragged_attention_deepseek(values):
+    """`trtllm_ragged_attention_deepseek`'s result with no `out` given and no return_lse, the
+    only call woken: its `torch.empty(query.shape[0], query.shape[1], value.shape[2])`,
+    bfloat16 for an FP8 or INT8 query, else the query's dtype (0.6.16-0.7.4 prefill.py)."""
+    query, value = values["query"], values["value"]
+    fp8 = (torch.float8_e4m3fn, torch.float8_e5m2, torch.int8)
+    return query.new_empty((query.shape[0], query.shape[1], value.shape[2]),
+                           dtype=torch.bfloat16 if query.dtype in fp8 else query.dtype)
+
+
 def _trtllm_sage_attention_quantize(values):
     """`trtllm_sage_attention_quantize` without smooth_k, the only call woken (0.7.x
     prefill.py): q/k quantized like `query`/`key` in `qk_quant_dtype`, v in float8_e4m3fn;
@@ -804,6 +851,24 @@ BY_NAME = {
     # dynafold's own declaration of fused_kda_decode (hooks/dormant_ops.py), woken for the
     # call that gives no `output` (hooks/op_corrections.py `fresh_only`).
     "flashinfer::fused_kda_decode": (_fused_kda_decode, ("x",)),
+    # dynafold's own declaration of trtllm_batch_context_with_kv_cache (hooks/dormant_ops.py),
+    # woken for the call that gives no `out` (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::trtllm_batch_context_with_kv_cache": (
+        _trtllm_batch_context_with_kv_cache, ("query", "out_dtype")),
+    # dynafold's own declaration of trtllm_fmha_v2_prefill (hooks/dormant_ops.py), woken for
+    # the call that gives no `out` (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::trtllm_fmha_v2_prefill": (_trtllm_fmha_v2_prefill, ("qkv", "out_dtype")),
+    # dynafold's own declaration of cudnn_batch_decode_with_kv_cache (hooks/dormant_ops.py),
+    # woken for the call that gives no `out` (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::cudnn_batch_decode_with_kv_cache": (
+        _cudnn_batch_decode_with_kv_cache, ("q", "v_cache")),
+    # dynafold's own declaration of sm110_gqa_decode (hooks/dormant_ops.py), woken for the
+    # call that gives no `out` (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::sm110_gqa_decode": (_sm110_gqa_decode, ("q",)),
+    # dynafold's own declaration of trtllm_ragged_attention_deepseek (hooks/dormant_ops.py),
+    # woken for the call that gives no `out` (hooks/op_corrections.py `fresh_only`).
+    "flashinfer::trtllm_ragged_attention_deepseek": (
+        _trtllm_ragged_attention_deepseek, ("query", "value")),
     # dynafold's own declarations (hooks/dormant_ops.py) of the Sage quantizer and the SM120
     # NVFP4 attention functions, woken for the calls whose results are all fresh
     # (hooks/op_corrections.py `fresh_only`).

@@ -216,11 +216,64 @@ NARROWED = {
     # 0.7.4's nvfp4_quantize_cute_dsl (dynafold's declaration): its optional pair of caller
     # destinations `out` (no schema type), narrowed to None: the results are then fresh; a
     # call that gives buffers is traced as shipped. Only a parameter of that type.
-    "out": Rule(None, _fits_none, applies=lambda hint: _is_optional_tensor_tuple(hint)),
+    # trtllm_batch_context_with_kv_cache's (dynafold's declaration, 0.6.16 on)
+    # `Optional[Union[Tensor, FP4Tensor]]`, narrowed to None too: the call whose result the
+    # function allocates; one giving a buffer is traced as shipped.
+    "out": (Rule(None, _fits_none, applies=lambda hint: _is_optional_tensor_tuple(hint)),
+            Rule(None, _fits_none, applies=lambda hint: "FP4Tensor" in str(hint))),
     # 0.7.4's mm_nvfp4_lora (dynafold's declaration): its prepared LoRA adapter, a dataclass
     # holding device tensors (no schema type), narrowed to None (no adapter, FlashInfer's
     # default); a call with an adapter is traced as shipped.
     "lora_adapter": Rule(None, _fits_none),
+    # trtllm_batch_context_with_kv_cache and trtllm_fmha_v2_prefill (dynafold's declarations,
+    # 0.6.16 on; the second has `out_dtype` and `sinks` alike): Unions and a
+    # list no schema says, each narrowed to the form serving code passes; another call is
+    # traced as shipped:
+    # - `kv_cache: Union[Tensor, Tuple[Tensor, Tensor]]`: the one paged tensor
+    #   [pages, 1 or 2, ...] (the body unbinds K and V itself);
+    # - `out_dtype: Optional[Union[torch.dtype, str]]`: a dtype or None (the string "nvfp4"
+    #   makes the result an FP4Tensor, no tensor);
+    # - `kv_cache_sf: Optional[Union[Tensor, Tuple[Tensor, Tensor]]]`: None or the one tensor;
+    # - `sinks: Optional[List[Tensor]]`: None or one tensor, what the body hands its kernel
+    #   (csrc/trtllm_fmha_kernel_launcher.cu: `Optional<TensorView> attention_sinks`).
+    "kv_cache": Rule(torch.Tensor, _fits_a_tensor, applies=lambda hint: is_union(hint)),
+    "out_dtype": Rule(typing.Optional[torch.dtype],
+                      lambda value: value is None or isinstance(value, torch.dtype),
+                      applies=lambda hint: is_union(hint) and str in typing.get_args(hint)),
+    "kv_cache_sf": Rule(typing.Optional[torch.Tensor],
+                        lambda value: value is None or isinstance(value, torch.Tensor),
+                        applies=lambda hint: is_union(hint)),
+    "sinks": Rule(typing.Optional[torch.Tensor],
+                  lambda value: value is None or isinstance(value, torch.Tensor),
+                  applies=lambda hint: "List" in str(hint)),
+    # trtllm_fmha_v2_prefill (dynafold's declaration, 0.6.16 on): `qkv`, a tensor
+    # (PACKED_QKV) or a tuple of two or three (Q with stacked KV or a paged cache, or separate
+    # Q, K, V; a paged (K, V) pair nested), no schema type for the Union. Narrowed to the flat
+    # tuple, a Tensor[] to the operator and the tuple again to FlashInfer's function; the
+    # packed tensor and the nested pair are traced as shipped. Its `pos_encoding_mode: str =
+    # None` is an optional str to the operator.
+    # fmha_varlen (dynafold's declaration, 0.6.16 on): its `plan_info`, the four plan tensors
+    # fmha_varlen_plan returns (`Optional[List[Tensor]]`, no schema type), a Tensor[] to the
+    # operator for the call that gives them (the ragged wrapper's cutlass backend, planned in
+    # plan()); a call without (it plans itself) is traced as shipped.
+    "plan_info": Rule(typing.List[torch.Tensor],
+                      lambda value: isinstance(value, (list, tuple)) and all(
+                          isinstance(v, torch.Tensor) for v in value),
+                      applies=lambda hint: "List[torch.Tensor]" in str(hint)),
+    "qkv": Rule(typing.List[torch.Tensor],
+                lambda value: isinstance(value, tuple) and len(value) in (2, 3) and all(
+                    isinstance(v, torch.Tensor) for v in value),
+                applies=lambda hint: is_union(hint), restore=tuple),
+    "pos_encoding_mode": Rule(typing.Optional[str],
+                              lambda value: value is None or isinstance(value, str),
+                              applies=lambda hint: hint is str),
+    # trtllm_ragged_attention_deepseek's SageAttention scale factors (dynafold's declaration,
+    # 0.6.16 on): a tuple of four optional tensors (no schema type), narrowed to FlashInfer's
+    # default `(None, None, None, None)` (SageAttention off, as serving code calls it); a call
+    # giving scale factors is traced as shipped.
+    "sage_attn_sfs": Rule(None, lambda value: _fits_object_default(value) or (
+        isinstance(value, tuple) and len(value) == 4 and all(v is None for v in value)),
+        (None, None, None, None)),
 }
 # Parameters a fake may lack (added to the kernel after its fake was written) because they cannot
 # change the result's shape, dtype or strides: the random stream's position.
@@ -564,6 +617,11 @@ class Narrowing:
             params += [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                          annotation=annotation)
                        for name, annotation in VARIADIC]
+        # A Tensor[] kept with the default None (0.6.16-0.7.4 fmha_varlen's narrowed
+        # `plan_info`): no schema gives a list the default None, so, as for a required
+        # keyword-only parameter after a defaulted one, the schema gives no defaults.
+        no_defaults = no_defaults or any(
+            p.default is None and p.annotation == typing.List[torch.Tensor] for p in params)
         if no_defaults:
             params = [p.replace(default=p.empty) for p in params]
         narrowing = cls(names, kept, dropped, checks, prototype_of(fn, params, result),
@@ -673,7 +731,13 @@ def given_result(fn, hints, spec):
         if isinstance(given, str):
             return given
         for one in given:
-            one.gives_back = (form, [name for _, name, _ in one.kept].index(argument))
+            kept = [name for _, name, _ in one.kept]
+            one.gives_back = (form, kept.index(argument))
+            if form == "pair":
+                # (`second`: the parameter FlashInfer returns beside the buffer, as given: a
+                # tensor, declared mutable, or None; without one, None.)
+                second = kept.index(spec["second"]) if "second" in spec else None
+                one.gives_back = (form, (kept.index(argument), second))
         out += given
     if spec.get("fresh_otherwise"):
         # With the form "itself" the result is the buffer or the one the function allocates
@@ -806,9 +870,10 @@ def through_ops(narrowed, as_shipped):
                 if form == "itself":
                     return values[position]
                 if form == "pair":
-                    # (the caller's buffer and no second result: recurrent KDA's
-                    # `(output, None)` without a final state)
-                    return (values[position], None)
+                    # (`position`: the buffer's and the second given argument's, None when
+                    # FlashInfer returns None there: recurrent KDA's `(output, None)`.)
+                    buffer, second = position
+                    return (values[buffer], None if second is None else values[second])
                 if form == "list":
                     return [values[position]]
                 return [values[position], *out]

@@ -169,6 +169,18 @@ ATTN_JIT = ["flashinfer.nvfp4_attention_sm120:nvfp4_attention_sm120_fwd",
             "flashinfer.prefill:_fmha_v2_prefill_sm120_run"] + [
     "flashinfer.attn_scores.attn_scores:" + name
     for name in ("fp8_paged_mqa_logits", "fp4_paged_mqa_logits")]
+# The trtllm-gen attention entry points that call their JIT module's tvm_ffi function in the
+# public body (every release): ragged (DeepSeek) prefill, paged context, fmha_v2 prefill and
+# the CUTLASS varlen FMHA.
+TRTLLM_ATTN = ["flashinfer.prefill:" + name for name in (
+    "trtllm_ragged_attention_deepseek", "trtllm_batch_context_with_kv_cache",
+    "trtllm_fmha_v2_prefill", "fmha_varlen")]
+# cuDNN batch decode (0.7.x: 0.6.16 lacks the return_lse its woken call is keyed on): graph
+# build and cache, or its cubin JIT call, in the public body.
+CUDNN_DECODE = ["flashinfer.cudnn.decode:cudnn_batch_decode_with_kv_cache"]
+# 0.7.x's SM110 GQA decode: device check, kernel loader (0.7.4: a Cake manifest read from disk)
+# and launch in the public body.
+SM110_DECODE = ["flashinfer.decode:sm110_gqa_decode"]
 # 0.7.x's AlphaMoE NVFP4 entry points (data_ptr() checks and route choice before their ops).
 ALPHAMOE = ["flashinfer.fused_moe.alphamoe_nvfp4_sm100:" + name for name in (
     "alphamoe_nvfp4_aligned_moe", "alphamoe_nvfp4_routed_moe")]
@@ -205,11 +217,11 @@ KIMI_K3 = ["_dynafold_attention_plans:" + name for name in ("kimi_k3_route", "ki
 ALPHAMOE_FINALIZE = ["_dynafold_attention_plans:alphamoe_complete_routed_finalize"]
 # Both sweep releases have these; 0.7.4 the rest.
 BOTH = (NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + MONO + JIT_CALLS + CUDNN_GEMMS
-        + NVFP4_ATTN)
+        + NVFP4_ATTN + TRTLLM_ATTN)
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + QSA + CUDNN_0_7
-       + ATTN_JIT + B12X + ALPHAMOE + MLA_KV_PACK + STATE_POOLS + CAKE_SAMPLING + GEMMS_07 + CSF
-       + TOP_K_07 + MINIMAX_H3 + ROUTING_METADATA + KIMI_K3 + ALPHAMOE_FINALIZE + PREPARED_GEMMS
-       + KDA_PREFILL + [
+       + ATTN_JIT + CUDNN_DECODE + SM110_DECODE + B12X + ALPHAMOE + MLA_KV_PACK + STATE_POOLS
+       + CAKE_SAMPLING + GEMMS_07 + CSF + TOP_K_07 + MINIMAX_H3 + ROUTING_METADATA + KIMI_K3
+       + ALPHAMOE_FINALIZE + PREPARED_GEMMS + KDA_PREFILL + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 

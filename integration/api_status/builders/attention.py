@@ -234,15 +234,16 @@ def _trtllm_context(t, fi):
 
 def _fmha_varlen(t, fi):
     """As BatchPrefillWithRaggedKVCacheWrapper's cutlass backend calls it: planned in the
-    wrapper's plan() (fmha_varlen_plan), the plan passed to the forward call."""
+    wrapper's plan() (fmha_varlen_plan), the plan passed to the forward call with the
+    wrapper's own `out` (and `lse`, None without return_lse)."""
     from flashinfer import prefill
     qo, kv = _i(3), _i(3)
     module = _plan(prefill.get_fmha_module, BF16, BF16, BF16, I32, D, D, 0, False, False,
                    torch.device("cuda", 0))
     plan_info = _plan(prefill.fmha_varlen_plan, module, qo, kv, H, True)
-    return (lambda q, k, v, qo, kv: prefill.fmha_varlen(
-        q, k, v, qo, kv, plan_info=plan_info, causal=True, max_qo_len=4),
-        (t(8, H, D), t(8, H, D), t(8, H, D), qo, kv))
+    return (lambda q, k, v, qo, kv, o: prefill.fmha_varlen(
+        q, k, v, qo, kv, plan_info=plan_info, causal=True, max_qo_len=4, out=o, lse=None),
+        (t(8, H, D), t(8, H, D), t(8, H, D), qo, kv, t(8, H, D)))
 
 
 def _sink_call(w, method, q, c, s):

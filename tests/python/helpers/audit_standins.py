@@ -113,6 +113,11 @@ class StandIn:
         if pair:
             # dynafold's RecurrentKDAPrefillWrapper.run boundary: (the caller's output, None).
             return (values[pair[1]], None)
+        pair = re.match(r"tuple\(alias:(\w+), alias:(\w+)\) when \1 is given", returns)
+        if pair and isinstance(values.get(pair[1]), torch.Tensor):
+            # "tuple(alias:out, alias:lse) when out is given ..." (dynafold's fmha_varlen): the
+            # caller's buffer and the second argument as given (a tensor, or None).
+            return (values[pair[1]], values[pair[2]])
         if returns.startswith("alias:") and returns[6:] in values:
             return values[returns[6:]]
         if returns == "none" or self.fake is None:

@@ -151,7 +151,9 @@ def rebuild_extra(module_name, function, name, row):
         raise Skip(f"{type(e).__name__}: {e}") from None
     if "." in function:
         return _rebuild_method(module, function, name, row)
-    node = next((n for n in ast.parse(_source_path(module).read_text()).body
+    # The last definition of that name: the one the module binds (fmha_varlen's @overload
+    # stubs come first).
+    node = next((n for n in reversed(ast.parse(_source_path(module).read_text()).body)
                  if isinstance(n, ast.FunctionDef) and n.name == function), None)
     if node is None:
         raise Skip(f"{function} is not a top-level function of {module_name}")
@@ -285,8 +287,17 @@ def _value(name, hint, shape, writes):
 
 # Scalars a declaration needs other than its default to fit the sweep's tensors: 0.7.4's
 # concat_mla_kv_quant_fp8 splits `kv_nope`'s last dim at `nope_dim` (default 128, wider than
-# any sweep shape).
-ARGUMENTS = {"flashinfer.mla_kv_pack:concat_mla_kv_quant_fp8": {"nope_dim": 32}}
+# any sweep shape). trtllm_fmha_v2_prefill (dynafold's declaration) takes `qkv` as the flat
+# tuple its narrowing wakes (hooks/op_narrowing.py), here separate Q, K, V.
+ARGUMENTS = {"flashinfer.mla_kv_pack:concat_mla_kv_quant_fp8": {"nope_dim": 32},
+             "flashinfer.prefill:trtllm_fmha_v2_prefill": {
+                 "qkv": tuple(torch.randn((4, 4, 64), generator=torch.Generator().manual_seed(i))
+                              for i in range(3)),
+                 "input_layout": "SEPARATE_Q_K_V"},
+             # fmha_varlen (dynafold's declaration) is woken for the call that gives its plan
+             # (hooks/op_narrowing.py `plan_info`), as the ragged wrapper's cutlass backend does.
+             "flashinfer.prefill:fmha_varlen": {
+                 "plan_info": [torch.arange(3, dtype=torch.int32) for _ in range(4)]}}
 
 
 def _may_be_tensor(hint):
