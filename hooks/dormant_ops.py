@@ -563,6 +563,26 @@ EXTRA_DECLARATIONS = [
     # and without `output`; the fake is hooks/op_fakes.py's).
     ("flashinfer.fused_moe.cute_dsl.b12x_moe", "b12x_fused_moe",
      "flashinfer::b12x_fused_moe", (), None),
+    # 0.7.x's SM12x CuTe DSL MoE GEMMs (fused_moe/cute_dsl/blackwell_sm12x, SM120/SM121 only):
+    # FC1 + activation + quantize and FC2 + finalize, FP8 and MXFP8xMXFP4. Each body picks its
+    # tile from the SM count, builds its op object (`_op`, a functools.lru_cache Dynamo traces
+    # through), whose can_implement asks the CuTe DSL for its target arch
+    # (moe_kernel_builder.py dsl_targets_sm12x: CuTeDSL._get_dsl(), settings read from the
+    # environment and os.getcwd), then compiles its kernel (cute.compile, cached per tactic)
+    # and launches it on from_dlpack views: no private function holds all of it, so the
+    # boundary is the public function. FC1's kernel writes only `(q, sf)` (woken for the call
+    # that gives neither `out_q` nor `out_sf`: hooks/op_corrections.py `fresh_only`); FC2's
+    # only `out`, which it returns, the caller's when given (`result_is_given`). Their
+    # unannotated tensors and `tile` are typed by hooks/op_corrections.py `annotations`;
+    # `epi` (an EpiMethod) is left at its default (hooks/op_narrowing.py). Fakes:
+    # hooks/op_fakes.py.
+    *((f"flashinfer.fused_moe.cute_dsl.blackwell_sm12x.{module}", name,
+       f"flashinfer::{name}", (), None)
+      for module, name in (
+          ("moe_fp8_fc1_act_q1", "cute_dsl_sm12x_fc1_act_q1_fp8"),
+          ("moe_mxfp8_mxfp4_fc1_act_q1", "cute_dsl_sm12x_fc1_act_q1_mxfp8_mxfp4"),
+          ("moe_fp8_fc2_finalize", "cute_dsl_sm12x_fc2_finalize_fp8"),
+          ("moe_mxfp8_mxfp4_fc2_finalize", "cute_dsl_sm12x_fc2_finalize_mxfp8_mxfp4"))),
     # BatchMLAPagedAttentionWrapper.run (SGLang's flashinfer_mla backend; FA2/FA3) calls its
     # JIT module's tvm_ffi `run` itself, outside any declared op (0.6.16 mla/_core.py:1942,
     # 0.7.2 mla/_batch_mla/_backends/_fa_common.py:762, 0.7.4 :777). Under compile that
@@ -1010,7 +1030,8 @@ def _plan(declared):
     if isinstance(mutates, str):
         return mutates
     returns_argument = correction.get("returns_argument")
-    hints = _hints(fn)
+    # Annotations FlashInfer left out, as hooks/op_corrections.py gives them.
+    hints = {**correction.get("annotations", {}), **_hints(fn)}
     if returns_argument:
         hints = {**hints, "return": type(None)}
     narrowings = [None]

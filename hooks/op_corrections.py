@@ -37,9 +37,15 @@ Fields (each optional):
   (state pools updated in place and returned, 0.7.4's gdn_fused_decode_step): declared
   mutable, not returned by the operator, and handed back after its results by what Dynamo
   calls.
+  `object_defaults` (optional): True where a parameter hooks/op_narrowing.py NARROWED leaves
+  out has an object default (0.7.x's SM12x MoE GEMMs' `epi`): the call that leaves it there
+  is an operator too, FlashInfer's function getting that default back (as `variants` does).
 - `variadic`: True for a JIT run function ending in `*args` (a JIT variant's additional
   tensors and scalars): the operator takes them packed, the tensors declared mutable
   (hooks/op_narrowing.py, VARIADIC).
+- `annotations`: {parameter: annotation} for parameters FlashInfer wrote no annotation for
+  (0.7.x's SM12x CuTe DSL MoE GEMMs: their tensors and `tile`), the types its callers pass;
+  the operator's schema reads them as if FlashInfer had written them.
 - `dormant`: why the declaration cannot become a correct operator at all (it stays as
   FlashInfer ships it: traced, a graph break where it reaches the kernel, never a wrong value).
 
@@ -48,6 +54,14 @@ release). The first real run of every woken operator checks what its kernel wrot
 result shares storage with an input and whether the generator moved (hooks/fake_check.py), so an
 entry missing here stops a compiled graph at its first run instead of giving a wrong answer.
 """
+
+import typing
+
+import torch
+
+# The SM12x CuTe DSL MoE GEMMs' unannotated parameters (their `annotations` below).
+_SM12X_TENSORS = {**{name: torch.Tensor for name in (
+    "a_q", "a_scale", "b_q", "b_scale", "m_indptr")}, "tile": typing.Optional[typing.List[int]]}
 
 # (module, qualified name) -> {field: value}
 CORRECTIONS = {
@@ -417,6 +431,31 @@ CORRECTIONS = {
         "fresh_only": {"when": {"output": None, "output_final_state": True}, "results": 1,
                        "then": ("output_state",)},
     },
+    # dynafold's declarations of 0.7.x's SM12x CuTe DSL MoE GEMMs (hooks/dormant_ops.py,
+    # fused_moe/cute_dsl/blackwell_sm12x/moe_*_fc1_act_q1.py and moe_*_fc2_finalize.py): their
+    # tensors and `tile` (None, or the (bm, bn, bk) a caller picks; FlashInfer takes
+    # `tuple(tile)`) carry no annotation, the mxfp8 ones' `tune` neither (None or a bool,
+    # tested `is not False`). FC1 writes only its `(q, sf)`, the caller's `out_q`/`out_sf` when
+    # given, else the `torch.empty`/`torch.zeros` the body allocates: woken for the call that
+    # gives neither. FC2 writes only `out` and returns it, the caller's when given, else the
+    # `torch.zeros` the body allocates. `epi` (an EpiMethod, no schema type) is left at its
+    # default (hooks/op_narrowing.py NARROWED).
+    **{(f"flashinfer.fused_moe.cute_dsl.blackwell_sm12x.{module}", function): {
+        "annotations": {**_SM12X_TENSORS, **extra},
+        "fresh_only": {"when": {"out_q": None, "out_sf": None}, "results": 2,
+                       "object_defaults": True}}
+       for module, function, extra in (
+           ("moe_fp8_fc1_act_q1", "cute_dsl_sm12x_fc1_act_q1_fp8", {}),
+           ("moe_mxfp8_mxfp4_fc1_act_q1", "cute_dsl_sm12x_fc1_act_q1_mxfp8_mxfp4",
+            {"tune": typing.Optional[bool]}))},
+    **{(f"flashinfer.fused_moe.cute_dsl.blackwell_sm12x.{module}", function): {
+        "annotations": {**_SM12X_TENSORS, "src_token": torch.Tensor,
+                        "pair_scales": torch.Tensor, **extra},
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True}}
+       for module, function, extra in (
+           ("moe_fp8_fc2_finalize", "cute_dsl_sm12x_fc2_finalize_fp8", {}),
+           ("moe_mxfp8_mxfp4_fc2_finalize", "cute_dsl_sm12x_fc2_finalize_mxfp8_mxfp4",
+            {"tune": typing.Optional[bool]}))},
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",
     },

@@ -207,6 +207,11 @@ NARROWED = {
     # destinations `out` (no schema type), narrowed to None: the results are then fresh; a
     # call that gives buffers is traced as shipped. Only a parameter of that type.
     "out": Rule(None, _fits_none, applies=lambda hint: _is_optional_tensor_tuple(hint)),
+    # 0.7.x's SM12x CuTe DSL MoE GEMMs (dynafold's declarations): the epilogue, an EpiMethod
+    # (a plain Enum, no schema type) whose default differs per function. Left at that default
+    # (its `_default` operator: FlashInfer's function gets the default itself); a call naming
+    # an epilogue is traced as shipped.
+    "epi": Rule(None, _fits_none, applies=lambda hint: _is_plain_enum(hint)),
     # 0.7.4's mm_nvfp4_lora (dynafold's declaration): its prepared LoRA adapter, a dataclass
     # holding device tensors (no schema type), narrowed to None (no adapter, FlashInfer's
     # default); a call with an adapter is traced as shipped.
@@ -317,6 +322,12 @@ def _int_enum(hint):
     """The IntEnum class `hint` is, else None."""
     import enum
     return hint if isinstance(hint, type) and issubclass(hint, enum.IntEnum) else None
+
+
+def _is_plain_enum(hint):
+    """An Enum class that is no IntEnum (no schema type says it)."""
+    import enum
+    return isinstance(hint, type) and issubclass(hint, enum.Enum) and _int_enum(hint) is None
 
 
 def _as_enum(enum_class):
@@ -696,20 +707,31 @@ def fresh_result(fn, hints, spec):
         return splits
     out = []
     for split in splits:
-        fresh = Narrowing.of(fn, hints, split=split, fits=fits, result=result)
-        if isinstance(fresh, str):
-            return fresh
-        if then:
-            kept = [name for _, name, _ in fresh.kept]
-            fresh.gives_back = ("fresh+", (count, tuple(kept.index(name) for name in then)))
-        elif spec.get("form") == "list":
-            # FlashInfer's result is a list of the fresh tensors: the operator returns them as
-            # a Tensor or a tuple (a mutating operator returning Tensor[] cannot be
-            # functionalized, and a workspace declared mutable makes one), and what Dynamo
-            # calls makes the list.
-            fresh.gives_back = ("fresh", count)
-        out.append(fresh)
+        if spec.get("object_defaults"):
+            # (0.7.x's SM12x MoE GEMMs' `epi`: the call that leaves it at its default too.)
+            ones = _with_object_defaults(fn, hints, split=split, fits=fits, result=result)
+        else:
+            ones = [Narrowing.of(fn, hints, split=split, fits=fits, result=result)]
+        if isinstance(ones, str):
+            return ones
+        for fresh in ones:
+            if isinstance(fresh, str):
+                return fresh
+            out.append(_fresh_form(fresh, spec, count, then))
     return out
+
+
+def _fresh_form(fresh, spec, count, then):
+    """`fresh` (a narrowing of `fresh_result`) with how its call hands back its result."""
+    if then:
+        kept = [name for _, name, _ in fresh.kept]
+        fresh.gives_back = ("fresh+", (count, tuple(kept.index(name) for name in then)))
+    elif spec.get("form") == "list":
+        # FlashInfer's result is a list of the fresh tensors: the operator returns them as a
+        # Tensor or a tuple (a mutating operator returning Tensor[] cannot be functionalized,
+        # and a workspace declared mutable makes one), and what Dynamo calls makes the list.
+        fresh.gives_back = ("fresh", count)
+    return fresh
 
 
 def _fresh_of(out, shape, args):

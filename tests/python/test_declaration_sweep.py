@@ -77,7 +77,14 @@ CUTE_DSL += CUTE_DSL_0_7
 # 0.7.4's paged GDN functions (gdn_paged.py imports the GDN decode's CuTe DSL kernels at load):
 # swept in the CuTe DSL environment on 0.7.4 only.
 CUTE_DSL_074 = ["flashinfer.gdn_paged:" + name for name in (
-    "chunk_gated_delta_rule_paged", "gated_delta_rule_decode_paged")]
+    "chunk_gated_delta_rule_paged", "gated_delta_rule_decode_paged")] + [
+    # 0.7.x's SM12x CuTe DSL MoE GEMMs (FC1 + activation + quantize, FC2 + finalize): the
+    # target-arch query, tile choice, compile and launch in the public body.
+    f"flashinfer.fused_moe.cute_dsl.blackwell_sm12x.{module}:cute_dsl_sm12x_{function}"
+    for module, function in (("moe_fp8_fc1_act_q1", "fc1_act_q1_fp8"),
+                             ("moe_mxfp8_mxfp4_fc1_act_q1", "fc1_act_q1_mxfp8_mxfp4"),
+                             ("moe_fp8_fc2_finalize", "fc2_finalize_fp8"),
+                             ("moe_mxfp8_mxfp4_fc2_finalize", "fc2_finalize_mxfp8_mxfp4"))]
 NOT_IMPORTABLE.update({key: "not rebuilt: ModuleNotFoundError: No module named 'cutlass'"
                        for key in CUTE_DSL + CUTE_DSL_074})
 

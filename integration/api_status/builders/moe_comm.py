@@ -581,8 +581,16 @@ def _sm12x_fc2(op, mx):
         def fc2(a_q, m_indptr, src_token, pair_scales):
             return getattr(fused_moe, op)(a_q, a_scale, b_q, b_scale, m_indptr, src_token,
                                           pair_scales, M)
-        return fc2, (t(ROWS, I, dtype=FP8), t(E + 1, dtype=I32), t(ROWS, dtype=I32),
-                     t(ROWS, dtype=F32))
+
+        def fc2_into(a_q, m_indptr, src_token, pair_scales):
+            # as FlashInfer's own SM12x MoE runners call it (fused_moe/runners.py): into the
+            # caller's zeroed bfloat16 output
+            out = torch.zeros(M, H, dtype=BF16, device="cuda")
+            return getattr(fused_moe, op)(a_q, a_scale, b_q, b_scale, m_indptr, src_token,
+                                          pair_scales, M, out=out)
+        args = (t(ROWS, I, dtype=FP8), t(E + 1, dtype=I32), t(ROWS, dtype=I32),
+                t(ROWS, dtype=F32))
+        return {"no out": (fc2, args), "out given": (fc2_into, args)}
     return build
 
 # The trtllm-gen and Prims-TS MoE ops by name: (weights, routed, takes the caller's output).
