@@ -583,6 +583,17 @@ EXTRA_DECLARATIONS = [
           ("moe_mxfp8_mxfp4_fc1_act_q1", "cute_dsl_sm12x_fc1_act_q1_mxfp8_mxfp4"),
           ("moe_fp8_fc2_finalize", "cute_dsl_sm12x_fc2_finalize_fp8"),
           ("moe_mxfp8_mxfp4_fc2_finalize", "cute_dsl_sm12x_fc2_finalize_mxfp8_mxfp4"))),
+    # prims_ts_fp8_block_scale_routed_moe (0.7.x, SM100/SM103/SM107): unlike its unrouted
+    # sibling (FlashInfer's declared prims_ts_fp8_block_scale_moe) it calls the private
+    # _prims_ts_fp8_block_scale_moe_impl itself, which reads the Prims-TS configs from package
+    # data (importlib.resources), runs FlashInfer's support check and AutoTuner and launches
+    # the CuTe DSL kernels, outside any declared op: the boundary is the public function. With
+    # do_finalize (and no LoRA delta, which it refuses) its result is `output`, the caller's
+    # when given, else a fresh bfloat16 one; the caller's packed top-k ids are only read
+    # (hooks/op_corrections.py `result_is_given`; the unpacked (ids, weights) pair is traced as
+    # shipped, hooks/op_narrowing.py `topk_ids`).
+    ("flashinfer.fused_moe.backends.prims_ts.fp8_op", "prims_ts_fp8_block_scale_routed_moe",
+     "flashinfer::prims_ts_fp8_block_scale_routed_moe", (), None),
     # BatchMLAPagedAttentionWrapper.run (SGLang's flashinfer_mla backend; FA2/FA3) calls its
     # JIT module's tvm_ffi `run` itself, outside any declared op (0.6.16 mla/_core.py:1942,
     # 0.7.2 mla/_batch_mla/_backends/_fa_common.py:762, 0.7.4 :777). Under compile that

@@ -456,6 +456,14 @@ CORRECTIONS = {
            ("moe_fp8_fc2_finalize", "cute_dsl_sm12x_fc2_finalize_fp8", {}),
            ("moe_mxfp8_mxfp4_fc2_finalize", "cute_dsl_sm12x_fc2_finalize_mxfp8_mxfp4",
             {"tune": typing.Optional[bool]}))},
+    # dynafold's declaration of 0.7.x's prims_ts_fp8_block_scale_routed_moe
+    # (hooks/dormant_ops.py): finalized, its result is `output`, the caller's when given, else
+    # alloc_trtllm_moe_output's (0.7.4 fp8_op.py:1289, returned at :1453; 0.7.2 :857, :975);
+    # unfinalized a list, traced as shipped. It refuses a LoRA delta (NotImplementedError).
+    ("flashinfer.fused_moe.backends.prims_ts.fp8_op", "prims_ts_fp8_block_scale_routed_moe"): {
+        "result_is_given": {"argument": "output", "form": "itself", "fresh_otherwise": True,
+                            "when": {"do_finalize": True, "gemm1_lora_delta": None}},
+    },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",
     },

@@ -479,6 +479,15 @@ def _sm12x_fc2_finalize(values):
                                    dtype=torch.bfloat16)
 
 
+def _prims_ts_fp8_block_scale_routed_moe(values):
+    """0.7.x prims_ts_fp8_block_scale_routed_moe's finalized result with no `output` given:
+    alloc_trtllm_moe_output(num_tokens, hidden_size, True) (fused_moe/shared/inputs.py:87), a
+    bfloat16 [num_tokens, hidden_size] from hidden_states' shape."""
+    hidden_states = values["hidden_states"]
+    return hidden_states.new_empty((hidden_states.shape[0], hidden_states.shape[-1]),
+                                   dtype=torch.bfloat16)
+
+
 def _fused_rmsnorm_silu(values):
     """`fused_rmsnorm_silu`'s result with no `out` (nor `block_scale`) given, the only call
     woken: the function's `torch.empty_like(input)`, bfloat16 like the input it requires."""
@@ -756,6 +765,10 @@ BY_NAME = {
     # dynafold's own declaration of the public mm_fp4 (hooks/dormant_ops.py), called without
     # `out` (with it, its operator returns nothing: hooks/op_corrections.py).
     "flashinfer::mm_fp4": (_mm_fp4, ("a", "b", "out_dtype")),
+    # dynafold's own declaration of 0.7.x's prims_ts_fp8_block_scale_routed_moe
+    # (hooks/dormant_ops.py), its finalized call without `output`.
+    "flashinfer::prims_ts_fp8_block_scale_routed_moe": (
+        _prims_ts_fp8_block_scale_routed_moe, ("hidden_states",)),
     # dynafold's own declarations of 0.7.x's SM12x CuTe DSL MoE GEMMs (hooks/dormant_ops.py):
     # FC1 woken with no output buffers, FC2's fresh call without `out`.
     **{f"flashinfer::cute_dsl_sm12x_fc1_act_q1_{kind}": (

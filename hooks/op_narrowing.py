@@ -207,6 +207,11 @@ NARROWED = {
     # destinations `out` (no schema type), narrowed to None: the results are then fresh; a
     # call that gives buffers is traced as shipped. Only a parameter of that type.
     "out": Rule(None, _fits_none, applies=lambda hint: _is_optional_tensor_tuple(hint)),
+    # 0.7.x's prims_ts_fp8_block_scale_routed_moe (dynafold's declaration): its routing, the
+    # packed top-k ids (a Tensor) or an unpacked (ids, weights) pair
+    # (`Union[Tensor, Tuple[Tensor, Tensor]]`, no schema type). Narrowed to the packed tensor;
+    # a pair is traced as shipped.
+    "topk_ids": Rule(torch.Tensor, _fits_a_tensor, applies=lambda hint: is_union(hint)),
     # 0.7.x's SM12x CuTe DSL MoE GEMMs (dynafold's declarations): the epilogue, an EpiMethod
     # (a plain Enum, no schema type) whose default differs per function. Left at that default
     # (its `_default` operator: FlashInfer's function gets the default itself); a call naming
@@ -665,9 +670,10 @@ def given_result(fn, hints, spec):
     if spec.get("fresh_otherwise"):
         # With the form "itself" the result is the buffer or the one the function allocates
         # in its place: a Tensor, also where FlashInfer wrote no return annotation (the
-        # DeepGEMM grouped GEMMs' `return out`).
-        result = (torch.Tensor if form == "itself" and "return" not in hints
-                  else inspect.Parameter.empty)
+        # DeepGEMM grouped GEMMs' `return out`) or a Union whose other members belong to calls
+        # `when` excludes (0.7.x prims_ts_fp8_block_scale_routed_moe's unfinalized list).
+        result = (torch.Tensor if form == "itself" and (
+            "return" not in hints or is_union(hints["return"])) else inspect.Parameter.empty)
         fresh = _with_object_defaults(fn, hints, fits={argument: _fits_none, **conditions},
                                       result=result)
         if isinstance(fresh, str):
