@@ -62,6 +62,17 @@ def _fits_a_tensor(value):
     return isinstance(value, torch.Tensor)
 
 
+def _fits_a_tensor_pair(value):
+    return isinstance(value, (tuple, list)) and len(value) == 2 and all(
+        isinstance(v, torch.Tensor) for v in value)
+
+
+def _is_tensor_pair(hint):
+    """A `Tuple[Tensor, Tensor]`."""
+    return typing.get_origin(hint) is tuple and typing.get_args(hint) == (
+        torch.Tensor, torch.Tensor)
+
+
 def _fits_an_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -207,6 +218,11 @@ NARROWED = {
     # destinations `out` (no schema type), narrowed to None: the results are then fresh; a
     # call that gives buffers is traced as shipped. Only a parameter of that type.
     "out": Rule(None, _fits_none, applies=lambda hint: _is_optional_tensor_tuple(hint)),
+    # 0.7.x's grouped_gemm_nt_masked (dynafold's declaration): its operands with their scale
+    # factors, `lhs=(A, SFA)` and `rhs=(B, SFB)` (`Tuple[Tensor, Tensor]`, no schema type): a
+    # Tensor[] of the two to the operator, the pair again to FlashInfer's function.
+    **{name: Rule(typing.List[torch.Tensor], _fits_a_tensor_pair, applies=_is_tensor_pair,
+                  restore=tuple) for name in ("lhs", "rhs")},
     # 0.7.x's prims_ts_fp8_block_scale_routed_moe (dynafold's declaration): its routing, the
     # packed top-k ids (a Tensor) or an unpacked (ids, weights) pair
     # (`Union[Tensor, Tuple[Tensor, Tensor]]`, no schema type). Narrowed to the packed tensor;
@@ -385,16 +401,18 @@ def _union_splits(hints):
             for combination in itertools.product(*members)]
 
 
-def variants(fn, hints, variadic=False):
+def variants(fn, hints, variadic=False, fits=None, keywords=None):
     """The narrowings of `fn`, one per combination of members of its `Union[scalar, Tensor]`
     parameters not in NARROWED (FlashInfer's fp8-quant norms' `scale`, xqa's `q_scale` and
-    `kv_scale`), or one; a reason when it cannot be narrowed."""
+    `kv_scale`), or one; a reason when it cannot be narrowed. `fits` and `keywords`: as
+    `Narrowing.of`'s (hooks/op_corrections.py `when` and `keywords`)."""
     splits = _union_splits(hints)
     if isinstance(splits, str):
         return splits
     out = []
     for split in splits:
-        ones = _with_object_defaults(fn, hints, split=split, variadic=variadic)
+        ones = _with_object_defaults(fn, hints, split=split, variadic=variadic, fits=fits,
+                                     keywords=keywords)
         if isinstance(ones, str):
             return ones
         out += ones
@@ -437,15 +455,19 @@ class Narrowing:
         # the operator takes packed (VARIADIC); None when it has none.
         self.variadic = None
         self.extra_names = ()       # the operator's parameters after the kept ones
+        self.keywords = ()          # the names taken from FlashInfer's `**kwargs`
 
     @classmethod
     def of(cls, fn, hints, split=None, fits=None, result=inspect.Parameter.empty,
-           variadic=False, object_defaults=False):
+           variadic=False, object_defaults=False, keywords=None):
         """The narrowing of `fn` (with `split`: parameter -> (annotation, member) for a Union
         parameter this variant takes as one member; `fits`: parameter -> check, for parameters
         the operator takes as they are but only with values that pass; `result`: the
         operator's result annotation, when not `fn`'s; `variadic`: a trailing `*args` is taken
-        packed, VARIADIC), or why it cannot be narrowed."""
+        packed, VARIADIC; `keywords`: name -> annotation of the entries a trailing `**kwargs`
+        takes, each an operator parameter defaulting to None, given to FlashInfer's function
+        only when not None; a call passing any other keyword is traced as shipped), or why it
+        cannot be narrowed."""
         split = split or {}
         fits = fits or {}
         try:
@@ -468,6 +490,15 @@ class Narrowing:
                 return "schema not expressible (parameters after *args)"
             if param.kind == param.VAR_POSITIONAL and variadic:
                 variadic_at = index
+                continue
+            if param.kind == param.VAR_KEYWORD and keywords:
+                # (0.7.x grouped_gemm_nt_masked's `alpha`, `alpha_dtype`), after the rest
+                for offset, (name, annotation) in enumerate(keywords.items()):
+                    names.append(name)
+                    kept.append((len(sig.parameters) + offset, name, None))
+                    params.append(inspect.Parameter(
+                        name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                        annotation=annotation))
                 continue
             if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
                 positional += 1
@@ -571,6 +602,8 @@ class Narrowing:
         narrowing = cls(names, kept, dropped, checks, prototype_of(fn, params, result),
                         tuple(restores), suffix)
         narrowing.positional = positional
+        narrowing.keywords = tuple(keywords or ()) if any(
+            p.kind == p.VAR_KEYWORD for p in sig.parameters.values()) else ()
         if variadic_at is not None:
             narrowing.variadic = variadic_at
             narrowing.extra_names = tuple(name for name, _ in VARIADIC)
@@ -610,7 +643,11 @@ class Narrowing:
             if variadic:
                 out = fn(*full, *extra)
             else:
-                out = fn(*full[:n], **dict(zip(self.names[n:], full[n:])))
+                by_name = dict(zip(self.names[n:], full[n:]))
+                for name in self.keywords:  # a `**kwargs` entry the call did not pass
+                    if by_name.get(name) is None:
+                        by_name.pop(name, None)
+                out = fn(*full[:n], **by_name)
             if fresh_list:
                 return _unlisted(out, self.gives_back[1])
             if fresh_then:
@@ -779,16 +816,18 @@ def through_ops(narrowed, as_shipped):
     operator) pairs whose checks the call fits, else the function as shipped. (Dynamo inlines
     it with no source for its closure, so the closure holds only tuples, constants and
     functions.)"""
-    variants = tuple((tuple(n.checks), tuple(n.kept), op, n.gives_back, n.variadic)
-                     for n, op in narrowed)
+    variants = tuple((tuple(n.checks), tuple(n.kept), op, n.gives_back, n.variadic,
+                      tuple(n.names)) for n, op in narrowed)
 
     def through_op(*args, **kwargs):
-        for checks, kept, op, gives_back, variadic in variants:
-            fit = True
+        for checks, kept, op, gives_back, variadic, names in variants:
+            # A keyword the operator does not take (one a `**kwargs` passes on): as shipped.
+            fit = all(name in names for name in kwargs)
             for index, name, default, fits in checks:
+                if not fit:
+                    break
                 if not fits(args[index] if index < len(args) else kwargs.get(name, default)):
                     fit = False
-                    break
             if fit:
                 values = [args[index] if index < len(args) else kwargs.get(name, default)
                           for index, name, default in kept]

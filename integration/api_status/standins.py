@@ -200,6 +200,12 @@ def eager_shape_run(kernels_return=True):
             # A CuTe DSL kernel compiled for the device (cute.compile needs its driver)
             patched.append((module, attr, getattr(module, attr)))
             setattr(module, attr, _compiled_cute_dsl_kernel)
+        if callable(vars(module).get("get_cute_dsl_compiled_masked_gemm_kernel")):
+            # 0.7.x's masked grouped GEMM (Blackwell, Rubin): the kernel compiled for the
+            # device, whose wrapper returns the output it wrote, `c_tensor_gpu`
+            patched.append((module, "get_cute_dsl_compiled_masked_gemm_kernel",
+                            module.get_cute_dsl_compiled_masked_gemm_kernel))
+            module.get_cute_dsl_compiled_masked_gemm_kernel = _masked_gemm_kernel
         if module.__name__.startswith(SM12X_GEMMS) and callable(
                 vars(module).get("compiled_kernel")) and callable(vars(module).get("make_args")):
             # 0.7.x's SM12x MoE GEMMs: their launch arguments (from_dlpack views) and the
@@ -238,6 +244,10 @@ class _CompiledKernel(tuple):
 
     def __call__(self, *args, **kwargs):
         return self[0](*args, **kwargs)
+
+
+def _masked_gemm_kernel(*args, **kwargs):
+    return lambda **tensors: tensors["c_tensor_gpu"]
 
 
 def _compiled_cute_dsl_kernel(*args, **kwargs):

@@ -84,7 +84,9 @@ CUTE_DSL_074 = ["flashinfer.gdn_paged:" + name for name in (
     for module, function in (("moe_fp8_fc1_act_q1", "fc1_act_q1_fp8"),
                              ("moe_mxfp8_mxfp4_fc1_act_q1", "fc1_act_q1_mxfp8_mxfp4"),
                              ("moe_fp8_fc2_finalize", "fc2_finalize_fp8"),
-                             ("moe_mxfp8_mxfp4_fc2_finalize", "fc2_finalize_mxfp8_mxfp4"))]
+                             ("moe_mxfp8_mxfp4_fc2_finalize", "fc2_finalize_mxfp8_mxfp4"))] + [
+    # 0.7.x's masked grouped GEMM (SM count, arch, a compiled CuTe DSL kernel object).
+    "flashinfer.gemm.kernels.grouped_gemm_masked_wrapper:grouped_gemm_nt_masked"]
 NOT_IMPORTABLE.update({key: "not rebuilt: ModuleNotFoundError: No module named 'cutlass'"
                        for key in CUTE_DSL + CUTE_DSL_074})
 
