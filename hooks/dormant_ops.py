@@ -583,15 +583,17 @@ EXTRA_DECLARATIONS = [
           ("moe_mxfp8_mxfp4_fc1_act_q1", "cute_dsl_sm12x_fc1_act_q1_mxfp8_mxfp4"),
           ("moe_fp8_fc2_finalize", "cute_dsl_sm12x_fc2_finalize_fp8"),
           ("moe_mxfp8_mxfp4_fc2_finalize", "cute_dsl_sm12x_fc2_finalize_mxfp8_mxfp4"))),
-    # grouped_gemm_nt_masked (0.7.x; SGLang's CuTe DSL masked MoE GEMM, SM100/SM103/SM107):
+    # grouped_gemm_nt_masked (0.6.16's in grouped_gemm_masked_blackwell, 0.7.x's in
+    # grouped_gemm_masked_wrapper; SGLang's CuTe DSL masked MoE GEMM, SM100/SM103/SM107):
     # the public body asks the SM count (get_num_sm) and the arch, then the Blackwell or
     # Rubin runner compiles its CuTe DSL kernel (cached per shape) and calls the compiled
     # object, which Dynamo cannot trace: the boundary is the public function. It writes `out`
     # and returns it (hooks/op_corrections.py `returns_argument`); woken for the plain GEMM,
     # without combine fusion or signals (`when`), its operands' (tensor, scales) pairs a
     # Tensor[] each (hooks/op_narrowing.py), `alpha`/`alpha_dtype` from its `**kwargs`.
-    ("flashinfer.gemm.kernels.grouped_gemm_masked_wrapper", "grouped_gemm_nt_masked",
-     "flashinfer::grouped_gemm_nt_masked", ("out",), None),
+    *((f"flashinfer.gemm.kernels.{module}", "grouped_gemm_nt_masked",
+       "flashinfer::grouped_gemm_nt_masked", ("out",), None)
+      for module in ("grouped_gemm_masked_wrapper", "grouped_gemm_masked_blackwell")),
     # prims_ts_fp8_block_scale_routed_moe (0.7.x, SM100/SM103/SM107): unlike its unrouted
     # sibling (FlashInfer's declared prims_ts_fp8_block_scale_moe) it calls the private
     # _prims_ts_fp8_block_scale_moe_impl itself, which reads the Prims-TS configs from package

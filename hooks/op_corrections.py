@@ -462,7 +462,7 @@ CORRECTIONS = {
            ("moe_fp8_fc2_finalize", "cute_dsl_sm12x_fc2_finalize_fp8", {}),
            ("moe_mxfp8_mxfp4_fc2_finalize", "cute_dsl_sm12x_fc2_finalize_mxfp8_mxfp4",
             {"tune": typing.Optional[bool]}))},
-    # dynafold's declaration of 0.7.x's grouped_gemm_nt_masked (hooks/dormant_ops.py): the
+    # dynafold's declaration of grouped_gemm_nt_masked (hooks/dormant_ops.py): the
     # kernel writes `out` and returns it (gemm/kernels/grouped_gemm_masked_blackwell.py: the
     # compiled kernel's wrapper `return c_tensor_gpu`; grouped_gemm_masked_rubin.py the same).
     # Woken for the plain GEMM: no combine fusion, whose kernel stores through `out_ptrs`
@@ -470,13 +470,14 @@ CORRECTIONS = {
     # the kernel writes); its `**kwargs` entries `alpha` and `alpha_dtype` (SGLang's CuTe DSL
     # MoE passes them) are parameters of the operator; a call passing `mma_tiler_mn` or
     # `cluster_shape_mn` is traced as shipped.
-    ("flashinfer.gemm.kernels.grouped_gemm_masked_wrapper", "grouped_gemm_nt_masked"): {
+    # (0.6.16's is grouped_gemm_masked_blackwell's own, the same body.)
+    **{(f"flashinfer.gemm.kernels.{module}", "grouped_gemm_nt_masked"): {
         "returns_argument": "out",
         "keywords": {"alpha": typing.Optional[torch.Tensor],
                      "alpha_dtype": typing.Optional[str]},
         "when": {"is_combine_fusion": False, "out_ptrs": None, "dst_signals": None,
-                 "barrier_flag_local": None, "barrier_flag_multicast": None},
-    },
+                 "barrier_flag_local": None, "barrier_flag_multicast": None}}
+       for module in ("grouped_gemm_masked_wrapper", "grouped_gemm_masked_blackwell")},
     # dynafold's declaration of 0.7.x's prims_ts_fp8_block_scale_routed_moe
     # (hooks/dormant_ops.py): finalized, its result is `output`, the caller's when given, else
     # alloc_trtllm_moe_output's (0.7.4 fp8_op.py:1289, returned at :1453; 0.7.2 :857, :975);

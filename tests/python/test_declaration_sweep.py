@@ -87,8 +87,11 @@ CUTE_DSL_074 = ["flashinfer.gdn_paged:" + name for name in (
                              ("moe_mxfp8_mxfp4_fc2_finalize", "fc2_finalize_mxfp8_mxfp4"))] + [
     # 0.7.x's masked grouped GEMM (SM count, arch, a compiled CuTe DSL kernel object).
     "flashinfer.gemm.kernels.grouped_gemm_masked_wrapper:grouped_gemm_nt_masked"]
+# 0.6.16's masked grouped GEMM (0.7.x's is CUTE_DSL_074's, in its wrapper module): swept in
+# the CuTe DSL environment on 0.6.16 only.
+CUTE_DSL_0616 = ["flashinfer.gemm.kernels.grouped_gemm_masked_blackwell:grouped_gemm_nt_masked"]
 NOT_IMPORTABLE.update({key: "not rebuilt: ModuleNotFoundError: No module named 'cutlass'"
-                       for key in CUTE_DSL + CUTE_DSL_074})
+                       for key in CUTE_DSL + CUTE_DSL_074 + CUTE_DSL_0616})
 
 
 # Equal, but Dynamo inlined the declared function instead of calling its operator: the
@@ -206,7 +209,7 @@ if ONLY:
     def test_subset(preload, release, tmp_path):
         env = standin_env(release, tmp_path, preload)
         # CuTe DSL declarations (CUTE_DSL) are swept in the environment that imports `cutlass`.
-        cute = any(o in key for o in ONLY for key in CUTE_DSL + CUTE_DSL_074)
+        cute = any(o in key for o in ONLY for key in CUTE_DSL + CUTE_DSL_074 + CUTE_DSL_0616)
         python = CUTLASS_PYTHON if cute else PYTHON
         r = run([str(python), "-W", "error::UserWarning", str(HELPER), *ONLY], env, timeout=1200)
         got = result_of(r)
@@ -247,7 +250,7 @@ def test_cute_dsl_declarations_equal_eager_compiled(preload, release, tmp_path):
     """dynafold's declarations whose modules import the CuTe DSL (CUTE_DSL), swept the same way
     in the environment that has nvidia-cutlass-dsl (scripts/lib/env.sh CUTLASS_VENV)."""
     env = standin_env(release, tmp_path, preload)
-    keys = CUTE_DSL + (CUTE_DSL_074 if release == "0.7.4" else [])
+    keys = CUTE_DSL + (CUTE_DSL_074 if release == "0.7.4" else CUTE_DSL_0616)
     r = run([str(CUTLASS_PYTHON), "-W", "error::UserWarning", str(HELPER),
              *(key.split(":")[1] for key in keys)], env, timeout=900)
     got = result_of(r)
