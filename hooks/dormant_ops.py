@@ -685,6 +685,48 @@ EXTRA_DECLARATIONS = [
     # and without `output`; the fake is hooks/op_fakes.py's).
     ("flashinfer.fused_moe.cute_dsl.b12x_moe", "b12x_fused_moe",
      "flashinfer::b12x_fused_moe", (), None),
+    # 0.7.x's SM12x CuTe DSL MoE GEMMs (fused_moe/cute_dsl/blackwell_sm12x, SM120/SM121 only):
+    # FC1 + activation + quantize and FC2 + finalize, FP8 and MXFP8xMXFP4. Each body picks its
+    # tile from the SM count, builds its op object (`_op`, a functools.lru_cache Dynamo traces
+    # through), whose can_implement asks the CuTe DSL for its target arch
+    # (moe_kernel_builder.py dsl_targets_sm12x: CuTeDSL._get_dsl(), settings read from the
+    # environment and os.getcwd), then compiles its kernel (cute.compile, cached per tactic)
+    # and launches it on from_dlpack views: no private function holds all of it, so the
+    # boundary is the public function. FC1's kernel writes only `(q, sf)` (woken for the call
+    # that gives neither `out_q` nor `out_sf`: hooks/op_corrections.py `fresh_only`); FC2's
+    # only `out`, which it returns, the caller's when given (`result_is_given`). Their
+    # unannotated tensors and `tile` are typed by hooks/op_corrections.py `annotations`;
+    # `epi` (an EpiMethod) is left at its default (hooks/op_narrowing.py). Fakes:
+    # hooks/op_fakes.py.
+    *((f"flashinfer.fused_moe.cute_dsl.blackwell_sm12x.{module}", name,
+       f"flashinfer::{name}", (), None)
+      for module, name in (
+          ("moe_fp8_fc1_act_q1", "cute_dsl_sm12x_fc1_act_q1_fp8"),
+          ("moe_mxfp8_mxfp4_fc1_act_q1", "cute_dsl_sm12x_fc1_act_q1_mxfp8_mxfp4"),
+          ("moe_fp8_fc2_finalize", "cute_dsl_sm12x_fc2_finalize_fp8"),
+          ("moe_mxfp8_mxfp4_fc2_finalize", "cute_dsl_sm12x_fc2_finalize_mxfp8_mxfp4"))),
+    # grouped_gemm_nt_masked (0.6.16's in grouped_gemm_masked_blackwell, 0.7.x's in
+    # grouped_gemm_masked_wrapper; SGLang's CuTe DSL masked MoE GEMM, SM100/SM103/SM107):
+    # the public body asks the SM count (get_num_sm) and the arch, then the Blackwell or
+    # Rubin runner compiles its CuTe DSL kernel (cached per shape) and calls the compiled
+    # object, which Dynamo cannot trace: the boundary is the public function. It writes `out`
+    # and returns it (hooks/op_corrections.py `returns_argument`); woken for the plain GEMM,
+    # without combine fusion or signals (`when`), its operands' (tensor, scales) pairs a
+    # Tensor[] each (hooks/op_narrowing.py), `alpha`/`alpha_dtype` from its `**kwargs`.
+    *((f"flashinfer.gemm.kernels.{module}", "grouped_gemm_nt_masked",
+       "flashinfer::grouped_gemm_nt_masked", ("out",), None)
+      for module in ("grouped_gemm_masked_wrapper", "grouped_gemm_masked_blackwell")),
+    # prims_ts_fp8_block_scale_routed_moe (0.7.x, SM100/SM103/SM107): unlike its unrouted
+    # sibling (FlashInfer's declared prims_ts_fp8_block_scale_moe) it calls the private
+    # _prims_ts_fp8_block_scale_moe_impl itself, which reads the Prims-TS configs from package
+    # data (importlib.resources), runs FlashInfer's support check and AutoTuner and launches
+    # the CuTe DSL kernels, outside any declared op: the boundary is the public function. With
+    # do_finalize (and no LoRA delta, which it refuses) its result is `output`, the caller's
+    # when given, else a fresh bfloat16 one; the caller's packed top-k ids are only read
+    # (hooks/op_corrections.py `result_is_given`; the unpacked (ids, weights) pair is traced as
+    # shipped, hooks/op_narrowing.py `topk_ids`).
+    ("flashinfer.fused_moe.backends.prims_ts.fp8_op", "prims_ts_fp8_block_scale_routed_moe",
+     "flashinfer::prims_ts_fp8_block_scale_routed_moe", (), None),
     # BatchMLAPagedAttentionWrapper.run (SGLang's flashinfer_mla backend; FA2/FA3) calls its
     # JIT module's tvm_ffi `run` itself, outside any declared op (0.6.16 mla/_core.py:1942,
     # 0.7.2 mla/_batch_mla/_backends/_fa_common.py:762, 0.7.4 :777). Under compile that
@@ -1213,7 +1255,8 @@ def _plan(declared):
     if isinstance(mutates, str):
         return mutates
     returns_argument = correction.get("returns_argument")
-    hints = _hints(fn)
+    # Annotations FlashInfer left out, as hooks/op_corrections.py gives them.
+    hints = {**correction.get("annotations", {}), **_hints(fn)}
     if returns_argument:
         hints = {**hints, "return": type(None)}
     narrowings = [None]
@@ -1228,10 +1271,16 @@ def _plan(declared):
         if isinstance(narrowings, str):
             return narrowings
     # Checked before asking torch, which logs a warning per Union parameter when asked.
-    elif declared.schema is None and (op_narrowing.needed(hints) or correction.get("variadic")):
+    elif declared.schema is None and (op_narrowing.needed(hints) or correction.get("variadic")
+                                      or correction.get("keywords")):
         # A JIT run function's `*args` (hooks/op_corrections.py `variadic`) reach the operator
-        # packed, its tensors declared mutable (op_narrowing.VARIADIC).
-        narrowings = op_narrowing.variants(fn, hints, variadic=bool(correction.get("variadic")))
+        # packed, its tensors declared mutable (op_narrowing.VARIADIC); a `**kwargs`'s known
+        # entries (`keywords`) as parameters of their own, for calls whose `when` values hold.
+        narrowings = op_narrowing.variants(
+            fn, hints, variadic=bool(correction.get("variadic")),
+            fits={name: op_narrowing._fits(value)
+                  for name, value in correction.get("when", {}).items()},
+            keywords=correction.get("keywords"))
         if isinstance(narrowings, str):
             return narrowings
         if correction.get("variadic"):

@@ -39,9 +39,21 @@ Fields (each optional):
   (state pools updated in place and returned, 0.7.4's gdn_fused_decode_step): declared
   mutable, not returned by the operator, and handed back after its results by what Dynamo
   calls.
+  `object_defaults` (optional): True where a parameter hooks/op_narrowing.py NARROWED leaves
+  out has an object default (0.7.x's SM12x MoE GEMMs' `epi`): the call that leaves it there
+  is an operator too, FlashInfer's function getting that default back (as `variants` does).
 - `variadic`: True for a JIT run function ending in `*args` (a JIT variant's additional
   tensors and scalars): the operator takes them packed, the tensors declared mutable
   (hooks/op_narrowing.py, VARIADIC).
+- `annotations`: {parameter: annotation} for parameters FlashInfer wrote no annotation for
+  (0.7.x's SM12x CuTe DSL MoE GEMMs: their tensors and `tile`), the types its callers pass;
+  the operator's schema reads them as if FlashInfer had written them.
+- `keywords`: {name: annotation} of the entries a trailing `**kwargs` takes (0.7.x
+  grouped_gemm_nt_masked's `alpha`, `alpha_dtype`): operator parameters defaulting to None,
+  given to FlashInfer's function only when not None; a call passing another keyword is traced
+  as shipped. `when`: {parameter: value} that must hold for a call to go through the operator
+  (else traced as shipped), for a declaration woken with neither `result_is_given` nor
+  `fresh_only`.
 - `dormant`: why the declaration cannot become a correct operator at all (it stays as
   FlashInfer ships it: traced, a graph break where it reaches the kernel, never a wrong value).
 
@@ -51,7 +63,13 @@ result shares storage with an input and whether the generator moved (hooks/fake_
 entry missing here stops a compiled graph at its first run instead of giving a wrong answer.
 """
 
+import typing
+
 import torch
+
+# The SM12x CuTe DSL MoE GEMMs' unannotated parameters (their `annotations` below).
+_SM12X_TENSORS = {**{name: torch.Tensor for name in (
+    "a_q", "a_scale", "b_q", "b_scale", "m_indptr")}, "tile": typing.Optional[typing.List[int]]}
 
 # (module, qualified name) -> {field: value}
 CORRECTIONS = {
@@ -499,6 +517,55 @@ CORRECTIONS = {
                                      "checkpoint_cu_starts": None,
                                      "checkpoint_every_n_tokens": 0,
                                      "checkpoint_state_indices": None}},
+    },
+    # dynafold's declarations of 0.7.x's SM12x CuTe DSL MoE GEMMs (hooks/dormant_ops.py,
+    # fused_moe/cute_dsl/blackwell_sm12x/moe_*_fc1_act_q1.py and moe_*_fc2_finalize.py): their
+    # tensors and `tile` (None, or the (bm, bn, bk) a caller picks; FlashInfer takes
+    # `tuple(tile)`) carry no annotation, the mxfp8 ones' `tune` neither (None or a bool,
+    # tested `is not False`). FC1 writes only its `(q, sf)`, the caller's `out_q`/`out_sf` when
+    # given, else the `torch.empty`/`torch.zeros` the body allocates: woken for the call that
+    # gives neither. FC2 writes only `out` and returns it, the caller's when given, else the
+    # `torch.zeros` the body allocates. `epi` (an EpiMethod, no schema type) is left at its
+    # default (hooks/op_narrowing.py NARROWED).
+    **{(f"flashinfer.fused_moe.cute_dsl.blackwell_sm12x.{module}", function): {
+        "annotations": {**_SM12X_TENSORS, **extra},
+        "fresh_only": {"when": {"out_q": None, "out_sf": None}, "results": 2,
+                       "object_defaults": True}}
+       for module, function, extra in (
+           ("moe_fp8_fc1_act_q1", "cute_dsl_sm12x_fc1_act_q1_fp8", {}),
+           ("moe_mxfp8_mxfp4_fc1_act_q1", "cute_dsl_sm12x_fc1_act_q1_mxfp8_mxfp4",
+            {"tune": typing.Optional[bool]}))},
+    **{(f"flashinfer.fused_moe.cute_dsl.blackwell_sm12x.{module}", function): {
+        "annotations": {**_SM12X_TENSORS, "src_token": torch.Tensor,
+                        "pair_scales": torch.Tensor, **extra},
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True}}
+       for module, function, extra in (
+           ("moe_fp8_fc2_finalize", "cute_dsl_sm12x_fc2_finalize_fp8", {}),
+           ("moe_mxfp8_mxfp4_fc2_finalize", "cute_dsl_sm12x_fc2_finalize_mxfp8_mxfp4",
+            {"tune": typing.Optional[bool]}))},
+    # dynafold's declaration of grouped_gemm_nt_masked (hooks/dormant_ops.py): the
+    # kernel writes `out` and returns it (gemm/kernels/grouped_gemm_masked_blackwell.py: the
+    # compiled kernel's wrapper `return c_tensor_gpu`; grouped_gemm_masked_rubin.py the same).
+    # Woken for the plain GEMM: no combine fusion, whose kernel stores through `out_ptrs`
+    # (other ranks' buffers, raw addresses) and the barrier flags, and no `dst_signals` (which
+    # the kernel writes); its `**kwargs` entries `alpha` and `alpha_dtype` (SGLang's CuTe DSL
+    # MoE passes them) are parameters of the operator; a call passing `mma_tiler_mn` or
+    # `cluster_shape_mn` is traced as shipped.
+    # (0.6.16's is grouped_gemm_masked_blackwell's own, the same body.)
+    **{(f"flashinfer.gemm.kernels.{module}", "grouped_gemm_nt_masked"): {
+        "returns_argument": "out",
+        "keywords": {"alpha": typing.Optional[torch.Tensor],
+                     "alpha_dtype": typing.Optional[str]},
+        "when": {"is_combine_fusion": False, "out_ptrs": None, "dst_signals": None,
+                 "barrier_flag_local": None, "barrier_flag_multicast": None}}
+       for module in ("grouped_gemm_masked_wrapper", "grouped_gemm_masked_blackwell")},
+    # dynafold's declaration of 0.7.x's prims_ts_fp8_block_scale_routed_moe
+    # (hooks/dormant_ops.py): finalized, its result is `output`, the caller's when given, else
+    # alloc_trtllm_moe_output's (0.7.4 fp8_op.py:1289, returned at :1453; 0.7.2 :857, :975);
+    # unfinalized a list, traced as shipped. It refuses a LoRA delta (NotImplementedError).
+    ("flashinfer.fused_moe.backends.prims_ts.fp8_op", "prims_ts_fp8_block_scale_routed_moe"): {
+        "result_is_given": {"argument": "output", "form": "itself", "fresh_otherwise": True,
+                            "when": {"do_finalize": True, "gemm1_lora_delta": None}},
     },
     ("flashinfer.comm.quantized_allreduce", "quantized_all_reduce"): {
         "dormant": "result is the caller's output only when one is given",

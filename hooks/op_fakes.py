@@ -8,6 +8,7 @@ appends parameters that do not change a result's shape, e.g. `is_global_scale_in
 `nvfp4_4over6_code`).
 """
 
+import functools
 import inspect
 import sys
 
@@ -501,6 +502,39 @@ def _chunk_gated_delta_rule(values):
     return q.new_empty((q.shape[0], max(q.shape[1], v.shape[1]), q.shape[2]))
 
 
+def _sm12x_fc1_act_q1(values, module):
+    """0.7.x's SM12x FC1 + activation + quantize's `(q, sf)` with neither `out_q` nor
+    `out_sf` given, the only call woken: `torch.empty(m, n, out_dtype)` and
+    `torch.zeros(out_sf_shape(m, n, num_experts))`, float32 (FP8) or int32 (MXFP8xMXFP4), with
+    m = a_q.shape[0], n = b_q.shape[1] // 2, num_experts = b_q.shape[0] and FlashInfer's own
+    `out_sf_shape` (fused_moe/cute_dsl/blackwell_sm12x/moe_fp8_fc1_act_q1.py:51,
+    moe_mxfp8_mxfp4_fc1_act_q1.py:67, both releases)."""
+    out_sf_shape = sys.modules[
+        f"flashinfer.fused_moe.cute_dsl.blackwell_sm12x.{module}"].out_sf_shape
+    a_q, b_q = values["a_q"], values["b_q"]
+    m, n, experts = a_q.shape[0], b_q.shape[1] // 2, b_q.shape[0]
+    sf_dtype = torch.int32 if "mxfp4" in module else torch.float32
+    return (a_q.new_empty((m, n), dtype=values["out_dtype"]),
+            a_q.new_empty(out_sf_shape(m, n, experts), dtype=sf_dtype))
+
+
+def _sm12x_fc2_finalize(values):
+    """0.7.x's SM12x FC2 + finalize's result with no `out` given: the body's
+    `torch.zeros(num_tokens, n, dtype=torch.bfloat16)`, n = b_q.shape[1]
+    (moe_fp8_fc2_finalize.py:187, moe_mxfp8_mxfp4_fc2_finalize.py:206 in 0.7.4, :204 in 0.7.2)."""
+    return values["a_q"].new_empty((values["num_tokens"], values["b_q"].shape[1]),
+                                   dtype=torch.bfloat16)
+
+
+def _prims_ts_fp8_block_scale_routed_moe(values):
+    """0.7.x prims_ts_fp8_block_scale_routed_moe's finalized result with no `output` given:
+    alloc_trtllm_moe_output(num_tokens, hidden_size, True) (fused_moe/shared/inputs.py:87), a
+    bfloat16 [num_tokens, hidden_size] from hidden_states' shape."""
+    hidden_states = values["hidden_states"]
+    return hidden_states.new_empty((hidden_states.shape[0], hidden_states.shape[-1]),
+                                   dtype=torch.bfloat16)
+
+
 def _fused_rmsnorm_silu(values):
     """`fused_rmsnorm_silu`'s result with no `out` (nor `block_scale`) given, the only call
     woken: the function's `torch.empty_like(input)`, bfloat16 like the input it requires."""
@@ -824,6 +858,18 @@ BY_NAME = {
     # dynafold's own declaration of the public mm_fp4 (hooks/dormant_ops.py), called without
     # `out` (with it, its operator returns nothing: hooks/op_corrections.py).
     "flashinfer::mm_fp4": (_mm_fp4, ("a", "b", "out_dtype")),
+    # dynafold's own declaration of 0.7.x's prims_ts_fp8_block_scale_routed_moe
+    # (hooks/dormant_ops.py), its finalized call without `output`.
+    "flashinfer::prims_ts_fp8_block_scale_routed_moe": (
+        _prims_ts_fp8_block_scale_routed_moe, ("hidden_states",)),
+    # dynafold's own declarations of 0.7.x's SM12x CuTe DSL MoE GEMMs (hooks/dormant_ops.py):
+    # FC1 woken with no output buffers, FC2's fresh call without `out`.
+    **{f"flashinfer::cute_dsl_sm12x_fc1_act_q1_{kind}": (
+        functools.partial(_sm12x_fc1_act_q1, module=module), ("a_q", "b_q", "out_dtype"))
+       for kind, module in (("fp8", "moe_fp8_fc1_act_q1"),
+                            ("mxfp8_mxfp4", "moe_mxfp8_mxfp4_fc1_act_q1"))},
+    **{f"flashinfer::cute_dsl_sm12x_fc2_finalize_{kind}": (
+        _sm12x_fc2_finalize, ("a_q", "b_q", "num_tokens")) for kind in ("fp8", "mxfp8_mxfp4")},
     # dynafold's own declaration of b12x_fused_moe (hooks/dormant_ops.py), called without
     # `output` (with it, the operator writes the caller's: hooks/op_corrections.py).
     "flashinfer::b12x_fused_moe": (

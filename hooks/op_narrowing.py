@@ -63,6 +63,17 @@ def _fits_a_tensor(value):
     return isinstance(value, torch.Tensor)
 
 
+def _fits_a_tensor_pair(value):
+    return isinstance(value, (tuple, list)) and len(value) == 2 and all(
+        isinstance(v, torch.Tensor) for v in value)
+
+
+def _is_tensor_pair(hint):
+    """A `Tuple[Tensor, Tensor]`."""
+    return typing.get_origin(hint) is tuple and typing.get_args(hint) == (
+        torch.Tensor, torch.Tensor)
+
+
 def _fits_an_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -221,6 +232,21 @@ NARROWED = {
     # function allocates; one giving a buffer is traced as shipped.
     "out": (Rule(None, _fits_none, applies=lambda hint: _is_optional_tensor_tuple(hint)),
             Rule(None, _fits_none, applies=lambda hint: "FP4Tensor" in str(hint))),
+    # 0.7.x's grouped_gemm_nt_masked (dynafold's declaration): its operands with their scale
+    # factors, `lhs=(A, SFA)` and `rhs=(B, SFB)` (`Tuple[Tensor, Tensor]`, no schema type): a
+    # Tensor[] of the two to the operator, the pair again to FlashInfer's function.
+    **{name: Rule(typing.List[torch.Tensor], _fits_a_tensor_pair, applies=_is_tensor_pair,
+                  restore=tuple) for name in ("lhs", "rhs")},
+    # 0.7.x's prims_ts_fp8_block_scale_routed_moe (dynafold's declaration): its routing, the
+    # packed top-k ids (a Tensor) or an unpacked (ids, weights) pair
+    # (`Union[Tensor, Tuple[Tensor, Tensor]]`, no schema type). Narrowed to the packed tensor;
+    # a pair is traced as shipped.
+    "topk_ids": Rule(torch.Tensor, _fits_a_tensor, applies=lambda hint: is_union(hint)),
+    # 0.7.x's SM12x CuTe DSL MoE GEMMs (dynafold's declarations): the epilogue, an EpiMethod
+    # (a plain Enum, no schema type) whose default differs per function. Left at that default
+    # (its `_default` operator: FlashInfer's function gets the default itself); a call naming
+    # an epilogue is traced as shipped.
+    "epi": Rule(None, _fits_none, applies=lambda hint: _is_plain_enum(hint)),
     # 0.7.4's mm_nvfp4_lora (dynafold's declaration): its prepared LoRA adapter, a dataclass
     # holding device tensors (no schema type), narrowed to None (no adapter, FlashInfer's
     # default); a call with an adapter is traced as shipped.
@@ -381,6 +407,12 @@ def _int_enum(hint):
     return hint if isinstance(hint, type) and issubclass(hint, enum.IntEnum) else None
 
 
+def _is_plain_enum(hint):
+    """An Enum class that is no IntEnum (no schema type says it)."""
+    import enum
+    return isinstance(hint, type) and issubclass(hint, enum.Enum) and _int_enum(hint) is None
+
+
 def _as_enum(enum_class):
     def restore(value):
         return enum_class(value)
@@ -431,16 +463,18 @@ def _union_splits(hints):
             for combination in itertools.product(*members)]
 
 
-def variants(fn, hints, variadic=False):
+def variants(fn, hints, variadic=False, fits=None, keywords=None):
     """The narrowings of `fn`, one per combination of members of its `Union[scalar, Tensor]`
     parameters not in NARROWED (FlashInfer's fp8-quant norms' `scale`, xqa's `q_scale` and
-    `kv_scale`), or one; a reason when it cannot be narrowed."""
+    `kv_scale`), or one; a reason when it cannot be narrowed. `fits` and `keywords`: as
+    `Narrowing.of`'s (hooks/op_corrections.py `when` and `keywords`)."""
     splits = _union_splits(hints)
     if isinstance(splits, str):
         return splits
     out = []
     for split in splits:
-        ones = _with_object_defaults(fn, hints, split=split, variadic=variadic)
+        ones = _with_object_defaults(fn, hints, split=split, variadic=variadic, fits=fits,
+                                     keywords=keywords)
         if isinstance(ones, str):
             return ones
         out += ones
@@ -483,15 +517,19 @@ class Narrowing:
         # the operator takes packed (VARIADIC); None when it has none.
         self.variadic = None
         self.extra_names = ()       # the operator's parameters after the kept ones
+        self.keywords = ()          # the names taken from FlashInfer's `**kwargs`
 
     @classmethod
     def of(cls, fn, hints, split=None, fits=None, result=inspect.Parameter.empty,
-           variadic=False, object_defaults=False):
+           variadic=False, object_defaults=False, keywords=None):
         """The narrowing of `fn` (with `split`: parameter -> (annotation, member) for a Union
         parameter this variant takes as one member; `fits`: parameter -> check, for parameters
         the operator takes as they are but only with values that pass; `result`: the
         operator's result annotation, when not `fn`'s; `variadic`: a trailing `*args` is taken
-        packed, VARIADIC), or why it cannot be narrowed."""
+        packed, VARIADIC; `keywords`: name -> annotation of the entries a trailing `**kwargs`
+        takes, each an operator parameter defaulting to None, given to FlashInfer's function
+        only when not None; a call passing any other keyword is traced as shipped), or why it
+        cannot be narrowed."""
         split = split or {}
         fits = fits or {}
         try:
@@ -514,6 +552,15 @@ class Narrowing:
                 return "schema not expressible (parameters after *args)"
             if param.kind == param.VAR_POSITIONAL and variadic:
                 variadic_at = index
+                continue
+            if param.kind == param.VAR_KEYWORD and keywords:
+                # (0.7.x grouped_gemm_nt_masked's `alpha`, `alpha_dtype`), after the rest
+                for offset, (name, annotation) in enumerate(keywords.items()):
+                    names.append(name)
+                    kept.append((len(sig.parameters) + offset, name, None))
+                    params.append(inspect.Parameter(
+                        name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                        annotation=annotation))
                 continue
             if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
                 positional += 1
@@ -627,6 +674,8 @@ class Narrowing:
         narrowing = cls(names, kept, dropped, checks, prototype_of(fn, params, result),
                         tuple(restores), suffix)
         narrowing.positional = positional
+        narrowing.keywords = tuple(keywords or ()) if any(
+            p.kind == p.VAR_KEYWORD for p in sig.parameters.values()) else ()
         if variadic_at is not None:
             narrowing.variadic = variadic_at
             narrowing.extra_names = tuple(name for name, _ in VARIADIC)
@@ -666,7 +715,11 @@ class Narrowing:
             if variadic:
                 out = fn(*full, *extra)
             else:
-                out = fn(*full[:n], **dict(zip(self.names[n:], full[n:])))
+                by_name = dict(zip(self.names[n:], full[n:]))
+                for name in self.keywords:  # a `**kwargs` entry the call did not pass
+                    if by_name.get(name) is None:
+                        by_name.pop(name, None)
+                out = fn(*full[:n], **by_name)
             if fresh_list:
                 return _unlisted(out, self.gives_back[1])
             if fresh_then:
@@ -742,9 +795,10 @@ def given_result(fn, hints, spec):
     if spec.get("fresh_otherwise"):
         # With the form "itself" the result is the buffer or the one the function allocates
         # in its place: a Tensor, also where FlashInfer wrote no return annotation (the
-        # DeepGEMM grouped GEMMs' `return out`).
-        result = (torch.Tensor if form == "itself" and "return" not in hints
-                  else inspect.Parameter.empty)
+        # DeepGEMM grouped GEMMs' `return out`) or a Union whose other members belong to calls
+        # `when` excludes (0.7.x prims_ts_fp8_block_scale_routed_moe's unfinalized list).
+        result = (torch.Tensor if form == "itself" and (
+            "return" not in hints or is_union(hints["return"])) else inspect.Parameter.empty)
         for split in splits:
             fresh = _with_object_defaults(fn, hints, fits={argument: _fits_none, **conditions},
                                           result=result, split=split)
@@ -785,20 +839,31 @@ def fresh_result(fn, hints, spec):
         return splits
     out = []
     for split in splits:
-        fresh = Narrowing.of(fn, hints, split=split, fits=fits, result=result)
-        if isinstance(fresh, str):
-            return fresh
-        if then:
-            kept = [name for _, name, _ in fresh.kept]
-            fresh.gives_back = ("fresh+", (count, tuple(kept.index(name) for name in then)))
-        elif spec.get("form") == "list":
-            # FlashInfer's result is a list of the fresh tensors: the operator returns them as
-            # a Tensor or a tuple (a mutating operator returning Tensor[] cannot be
-            # functionalized, and a workspace declared mutable makes one), and what Dynamo
-            # calls makes the list.
-            fresh.gives_back = ("fresh", count)
-        out.append(fresh)
+        if spec.get("object_defaults"):
+            # (0.7.x's SM12x MoE GEMMs' `epi`: the call that leaves it at its default too.)
+            ones = _with_object_defaults(fn, hints, split=split, fits=fits, result=result)
+        else:
+            ones = [Narrowing.of(fn, hints, split=split, fits=fits, result=result)]
+        if isinstance(ones, str):
+            return ones
+        for fresh in ones:
+            if isinstance(fresh, str):
+                return fresh
+            out.append(_fresh_form(fresh, spec, count, then))
     return out
+
+
+def _fresh_form(fresh, spec, count, then):
+    """`fresh` (a narrowing of `fresh_result`) with how its call hands back its result."""
+    if then:
+        kept = [name for _, name, _ in fresh.kept]
+        fresh.gives_back = ("fresh+", (count, tuple(kept.index(name) for name in then)))
+    elif spec.get("form") == "list":
+        # FlashInfer's result is a list of the fresh tensors: the operator returns them as a
+        # Tensor or a tuple (a mutating operator returning Tensor[] cannot be functionalized,
+        # and a workspace declared mutable makes one), and what Dynamo calls makes the list.
+        fresh.gives_back = ("fresh", count)
+    return fresh
 
 
 def _fresh_of(out, shape, args):
@@ -840,16 +905,18 @@ def through_ops(narrowed, as_shipped):
     operator) pairs whose checks the call fits, else the function as shipped. (Dynamo inlines
     it with no source for its closure, so the closure holds only tuples, constants and
     functions.)"""
-    variants = tuple((tuple(n.checks), tuple(n.kept), op, n.gives_back, n.variadic)
-                     for n, op in narrowed)
+    variants = tuple((tuple(n.checks), tuple(n.kept), op, n.gives_back, n.variadic,
+                      tuple(n.names)) for n, op in narrowed)
 
     def through_op(*args, **kwargs):
-        for checks, kept, op, gives_back, variadic in variants:
-            fit = True
+        for checks, kept, op, gives_back, variadic, names in variants:
+            # A keyword the operator does not take (one a `**kwargs` passes on): as shipped.
+            fit = all(name in names for name in kwargs)
             for index, name, default, fits in checks:
+                if not fit:
+                    break
                 if not fits(args[index] if index < len(args) else kwargs.get(name, default)):
                     fit = False
-                    break
             if fit:
                 values = [args[index] if index < len(args) else kwargs.get(name, default)
                           for index, name, default in kept]

@@ -333,6 +333,23 @@ WRAPPER_HELD_STATE = {
         "calls (no operator can return that alias of wrapper state), and with `out` it copies "
         "q and weights into the plan's buffers and switches the plan's engine by K's storage, "
         "state a boundary could hold only once checked on a GPU"),
+    # 0.7.4's Prims-TS two-partition MoE (fused_moe/backends/prims_ts/*_op.py
+    # prims_ts_*_moe_partitioned, SM107 only): the caller's MoePartitionResources
+    # (prims_ts/moe/partition.py) holds two green-context CUDA streams, checked at
+    # construction with cuStreamGetGreenCtx (the driver), their reusable fork/join events and
+    # a host lock; each launch forks onto those streams and joins back.
+    **{op: (r"CUDA driver version is insufficient|Found no NVIDIA driver",
+            "MoePartitionResources(streams=...) needs two green-context CUDA streams (checked "
+            "with the driver's cuStreamGetGreenCtx; the form runs on SM107 only, "
+            "partition.py validate_partition_arch), none on this machine; past it no operator "
+            "can hold the call: its resources (the caller's streams, reusable fork/join events, "
+            "a host lock) are a Python object no operator schema can take, and FlashInfer's "
+            "own Prims-TS declarations are woken for the unpartitioned call only "
+            "(partition_resources None, hooks/op_narrowing.py), so the partitioned call is "
+            "traced as shipped into its per-partition stream launches, a break on a GPU too")
+       for op in ("prims_ts_bf16_moe_partitioned", "prims_ts_fp4_block_scale_moe_partitioned",
+                  "prims_ts_fp8_block_scale_moe_partitioned",
+                  "prims_ts_fp8_per_tensor_scale_moe_partitioned")},
 }
 
 

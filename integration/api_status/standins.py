@@ -104,6 +104,30 @@ def answer_as(sm):
         return
     current[0] = sm
     _clear_device_caches()
+    _dsl_arch(sm)
+
+
+# The public modules of 0.7.x's SM12x CuTe DSL MoE GEMMs (their eager shape run, below).
+SM12X_GEMMS = "flashinfer.fused_moe.cute_dsl.blackwell_sm12x.moe_"
+# The CuTe DSL's own target arch before the SM120 stand-in changed it (None: unchanged).
+_dsl_arch_before = [None]
+
+
+def _dsl_arch(sm):
+    """As the SM120 stand-in, the CuTe DSL targets what it detects on that device, sm_120a
+    (cutlass base_dsl env_manager.py detect_gpu_arch: `sm_{major}{minor}a`); with no device it
+    says its default, sm_100a. 0.7.x's SM12x MoE GEMMs ask it (moe_kernel_builder.py
+    dsl_targets_sm12x). Other stand-ins keep the DSL's own answer."""
+    dsl_module = sys.modules.get("cutlass.cutlass_dsl")
+    if dsl_module is None:
+        return
+    envar = dsl_module.CuTeDSL._get_dsl().envar
+    if sm == 120:
+        if _dsl_arch_before[0] is None:
+            _dsl_arch_before[0] = envar.arch
+        envar.arch = "sm_120a"
+    elif _dsl_arch_before[0] is not None:
+        envar.arch, _dsl_arch_before[0] = _dsl_arch_before[0], None
 
 
 def _clear_device_caches():
@@ -184,6 +208,20 @@ def eager_shape_run(kernels_return=True):
             # A CuTe DSL kernel compiled for the device (cute.compile needs its driver)
             patched.append((module, attr, getattr(module, attr)))
             setattr(module, attr, _compiled_cute_dsl_kernel)
+        if callable(vars(module).get("get_cute_dsl_compiled_masked_gemm_kernel")):
+            # 0.7.x's masked grouped GEMM (Blackwell, Rubin): the kernel compiled for the
+            # device, whose wrapper returns the output it wrote, `c_tensor_gpu`
+            patched.append((module, "get_cute_dsl_compiled_masked_gemm_kernel",
+                            module.get_cute_dsl_compiled_masked_gemm_kernel))
+            module.get_cute_dsl_compiled_masked_gemm_kernel = _masked_gemm_kernel
+        if module.__name__.startswith(SM12X_GEMMS) and callable(
+                vars(module).get("compiled_kernel")) and callable(vars(module).get("make_args")):
+            # 0.7.x's SM12x MoE GEMMs: their launch arguments (from_dlpack views) and the
+            # kernel compiled for them, after the body has allocated its results
+            for attr, answer in (("make_args", lambda *args, **kwargs: ()),
+                                 ("compiled_kernel", _compiled_cute_dsl_kernel)):
+                patched.append((module, attr, getattr(module, attr)))
+                setattr(module, attr, answer)
     # `with torch.cuda.device(...)` switches the driver's current device
     for attr in ("_exchange_device", "_maybe_exchange_device"):
         patched.append((torch.cuda, attr, getattr(torch.cuda, attr)))
@@ -214,6 +252,10 @@ class _CompiledKernel(tuple):
 
     def __call__(self, *args, **kwargs):
         return self[0](*args, **kwargs)
+
+
+def _masked_gemm_kernel(*args, **kwargs):
+    return lambda **tensors: tensors["c_tensor_gpu"]
 
 
 def _compiled_cute_dsl_kernel(*args, **kwargs):

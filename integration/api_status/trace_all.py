@@ -149,7 +149,10 @@ def _tensor(*shape, dtype=torch.bfloat16):
 # FlashInfer's device refusals that name only a device neither first stand-in is (the error
 # of the SM100 attempt): that device is tried last, for these ops only.
 EXTRA_DEVICES = (
-    (120, re.compile(r"SM12x|SM120|\[120, 121\]|compute capabilit(y|ies) 12")),
+    # (0.7.x's SM12x MoE GEMMs refuse a DSL that does not target SM120/SM121 naming their
+    # op class, CuteDslSm120...Op, "unsupported".)
+    (120, re.compile(r"SM12x|SM120|\[120, 121\]|compute capabilit(y|ies) 12|"
+                     r"CuteDslSm120\w*Op: unsupported")),
     (110, re.compile(r"SM110|sm110|compute capability 11\.0")),
 )
 

@@ -83,9 +83,21 @@ CUTE_DSL += CUTE_DSL_0_7
 # 0.7.4's paged GDN functions (gdn_paged.py imports the GDN decode's CuTe DSL kernels at load):
 # swept in the CuTe DSL environment on 0.7.4 only.
 CUTE_DSL_074 = ["flashinfer.gdn_paged:" + name for name in (
-    "chunk_gated_delta_rule_paged", "gated_delta_rule_decode_paged")]
+    "chunk_gated_delta_rule_paged", "gated_delta_rule_decode_paged")] + [
+    # 0.7.x's SM12x CuTe DSL MoE GEMMs (FC1 + activation + quantize, FC2 + finalize): the
+    # target-arch query, tile choice, compile and launch in the public body.
+    f"flashinfer.fused_moe.cute_dsl.blackwell_sm12x.{module}:cute_dsl_sm12x_{function}"
+    for module, function in (("moe_fp8_fc1_act_q1", "fc1_act_q1_fp8"),
+                             ("moe_mxfp8_mxfp4_fc1_act_q1", "fc1_act_q1_mxfp8_mxfp4"),
+                             ("moe_fp8_fc2_finalize", "fc2_finalize_fp8"),
+                             ("moe_mxfp8_mxfp4_fc2_finalize", "fc2_finalize_mxfp8_mxfp4"))] + [
+    # 0.7.x's masked grouped GEMM (SM count, arch, a compiled CuTe DSL kernel object).
+    "flashinfer.gemm.kernels.grouped_gemm_masked_wrapper:grouped_gemm_nt_masked"]
+# 0.6.16's masked grouped GEMM (0.7.x's is CUTE_DSL_074's, in its wrapper module): swept in
+# the CuTe DSL environment on 0.6.16 only.
+CUTE_DSL_0616 = ["flashinfer.gemm.kernels.grouped_gemm_masked_blackwell:grouped_gemm_nt_masked"]
 NOT_IMPORTABLE.update({key: "not rebuilt: ModuleNotFoundError: No module named 'cutlass'"
-                       for key in CUTE_DSL + CUTE_DSL_074})
+                       for key in CUTE_DSL + CUTE_DSL_074 + CUTE_DSL_0616})
 
 
 # Equal, but Dynamo inlined the declared function instead of calling its operator: the
@@ -215,13 +227,16 @@ KIMI_K3 = ["_dynafold_attention_plans:" + name for name in ("kimi_k3_route", "ki
 # 0.7.x's alphamoe_nvfp4_finalize_deferred: the AlphaMoE module's
 # `nvfp4_complete_routed_finalize_op`, called in its body on the deferred object's tensors.
 ALPHAMOE_FINALIZE = ["_dynafold_attention_plans:alphamoe_complete_routed_finalize"]
+# 0.7.x's Prims-TS routed FP8 block-scale MoE: its private impl (package-data configs, support
+# check, AutoTuner, CuTe DSL launch) called in the public body.
+PRIMS_TS = ["flashinfer.fused_moe.backends.prims_ts.fp8_op:prims_ts_fp8_block_scale_routed_moe"]
 # Both sweep releases have these; 0.7.4 the rest.
 BOTH = (NORMS + TOP_K + GEMMS + QK_NORM_ROPE + BGMV + MONO + JIT_CALLS + CUDNN_GEMMS
         + NVFP4_ATTN + TRTLLM_ATTN)
 OWN = {"0.6.16": BOTH, "0.7.4": BOTH + GATED_NORMS + GATED_ACT + EXPERTS + KDA + QSA + CUDNN_0_7
        + ATTN_JIT + CUDNN_DECODE + SM110_DECODE + B12X + ALPHAMOE + MLA_KV_PACK + STATE_POOLS
        + CAKE_SAMPLING + GEMMS_07 + CSF + TOP_K_07 + MINIMAX_H3 + ROUTING_METADATA + KIMI_K3
-       + ALPHAMOE_FINALIZE + PREPARED_GEMMS + KDA_PREFILL + [
+       + ALPHAMOE_FINALIZE + PREPARED_GEMMS + KDA_PREFILL + PRIMS_TS + [
     "flashinfer.quantization.fp8_quantization:_per_token_group_quant_8bit_cuda"]}
 
 
@@ -237,7 +252,7 @@ if ONLY:
     def test_subset(preload, release, tmp_path):
         env = standin_env(release, tmp_path, preload)
         # CuTe DSL declarations (CUTE_DSL) are swept in the environment that imports `cutlass`.
-        cute = any(o in key for o in ONLY for key in CUTE_DSL + CUTE_DSL_074)
+        cute = any(o in key for o in ONLY for key in CUTE_DSL + CUTE_DSL_074 + CUTE_DSL_0616)
         python = CUTLASS_PYTHON if cute else PYTHON
         r = run([str(python), "-W", "error::UserWarning", str(HELPER), *ONLY], env, timeout=1200)
         got = result_of(r)
@@ -278,7 +293,7 @@ def test_cute_dsl_declarations_equal_eager_compiled(preload, release, tmp_path):
     """dynafold's declarations whose modules import the CuTe DSL (CUTE_DSL), swept the same way
     in the environment that has nvidia-cutlass-dsl (scripts/lib/env.sh CUTLASS_VENV)."""
     env = standin_env(release, tmp_path, preload)
-    keys = CUTE_DSL + (CUTE_DSL_074 if release == "0.7.4" else [])
+    keys = CUTE_DSL + (CUTE_DSL_074 if release == "0.7.4" else CUTE_DSL_0616)
     r = run([str(CUTLASS_PYTHON), "-W", "error::UserWarning", str(HELPER),
              *(key.split(":")[1] for key in keys)], env, timeout=900)
     got = result_of(r)

@@ -114,6 +114,12 @@ def _fp8_block_weights(t):
                 use_shuffled_weight=False, weight_layout=0)
 
 
+def _fp8_block_shuffled(t):
+    # Prims-TS's FP8 block-scale path takes the weights shuffled (prims_ts/moe/support.py:
+    # "expects shuffled weights"), as a server preparing them for it does
+    return {**_fp8_block_weights(t), "use_shuffled_weight": True}
+
+
 def _fp8_tensor_weights(t):
     # per-tensor FP8 (Llama-4 style checkpoints): per-expert output scales
     return dict(hidden_states=t(M, H, dtype=FP8), gemm1_weights=t(E, 2 * I, H, dtype=FP8),
@@ -587,8 +593,16 @@ def _sm12x_fc2(op, mx):
         def fc2(a_q, m_indptr, src_token, pair_scales):
             return getattr(fused_moe, op)(a_q, a_scale, b_q, b_scale, m_indptr, src_token,
                                           pair_scales, M)
-        return fc2, (t(ROWS, I, dtype=FP8), t(E + 1, dtype=I32), t(ROWS, dtype=I32),
-                     t(ROWS, dtype=F32))
+
+        def fc2_into(a_q, m_indptr, src_token, pair_scales):
+            # as FlashInfer's own SM12x MoE runners call it (fused_moe/runners.py): into the
+            # caller's zeroed bfloat16 output
+            out = torch.zeros(M, H, dtype=BF16, device="cuda")
+            return getattr(fused_moe, op)(a_q, a_scale, b_q, b_scale, m_indptr, src_token,
+                                          pair_scales, M, out=out)
+        args = (t(ROWS, I, dtype=FP8), t(E + 1, dtype=I32), t(ROWS, dtype=I32),
+                t(ROWS, dtype=F32))
+        return {"no out": (fc2, args), "out given": (fc2_into, args)}
     return build
 
 # The trtllm-gen and Prims-TS MoE ops by name: (weights, routed, takes the caller's output).
@@ -608,7 +622,6 @@ _MOE_OPS = {
     "prims_ts_fp4_block_scale_moe": (_fp4_weights, False),
     "prims_ts_fp4_block_scale_routed_moe": (_fp4_weights, True),
     "prims_ts_fp8_block_scale_moe": (_fp8_block_weights, False),
-    "prims_ts_fp8_block_scale_routed_moe": (_fp8_block_weights, True),
     "prims_ts_fp8_per_tensor_scale_moe": (_fp8_tensor_weights, False),
 }
 # Their Prims-TS two-partition forms, by name: weights.
@@ -619,6 +632,15 @@ _PARTITIONED_OPS = {
     "prims_ts_fp8_per_tensor_scale_moe_partitioned": _fp8_tensor_weights,
 }
 
+def _prims_fp8_routed(t, fi):
+    """prims_ts_fp8_block_scale_routed_moe (packed top-k ids, shuffled FP8 block-scale
+    weights) into the caller's output, as _trtllm calls the MoE ops, and without one (the
+    bfloat16 output FlashInfer allocates): dynafold's boundary takes both."""
+    op = "prims_ts_fp8_block_scale_routed_moe"
+    return {"output given": _trtllm(op, _fp8_block_shuffled, True)(t, fi),
+            "no output": _trtllm(op, _fp8_block_shuffled, True, output=False)(t, fi)}
+
+
 BUILDERS = {
     "trtllm_fp4_block_scale_moe": _trtllm_fp4,
     "trtllm_fp4_block_scale_routed_moe": _trtllm_fp4_routed,
@@ -626,6 +648,7 @@ BUILDERS = {
     "fused_topk_deepseek": _topk_deepseek,
     **{op: _trtllm(op, *spec) for op, spec in _MOE_OPS.items()},
     **{op: _prims_partitioned(op, weights) for op, weights in _PARTITIONED_OPS.items()},
+    "prims_ts_fp8_block_scale_routed_moe": _prims_fp8_routed,
     "cute_dsl_fused_moe": _cute_given_and_fresh("cute_dsl_fused_moe", _cute_nvfp4,
                                                 quant_mode="w4a4"),
     "cute_dsl_fused_moe_nvfp4": _cute_given_and_fresh("cute_dsl_fused_moe_nvfp4", _cute_nvfp4),

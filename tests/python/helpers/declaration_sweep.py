@@ -310,6 +310,9 @@ def arguments(fn, row, fake, keep_result):
         hints = typing.get_type_hints(fn)
     except Exception as e:
         raise Skip(f"annotations unresolvable ({type(e).__name__})") from None
+    # Annotations FlashInfer left out, as dynafold's operator takes them (hooks/op_corrections.py
+    # `annotations`: 0.7.x's SM12x MoE GEMMs' tensors).
+    hints = {**ops_module().op_corrections.of(fn).get("annotations", {}), **hints}
     params = inspect.signature(fn).parameters
     last = None
     for shape in SHAPES:
