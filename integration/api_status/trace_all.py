@@ -298,7 +298,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
     parser.add_argument("--only", default="")
-    parser.add_argument("--timeout", type=int, default=60)
+    # Per op. A CuTe DSL compile traced on a loaded 2-core machine took past 60 s, and the
+    # alarm raised inside the DSL's MLIR callbacks aborts the whole process (2026-12-02).
+    parser.add_argument("--timeout", type=int, default=180)
     opts = parser.parse_args()
     if "_dynafold_dormant_ops" not in sys.modules:
         sys.exit("trace_all.py: dynafold's preload is not active (run it through scripts/api-status)")
