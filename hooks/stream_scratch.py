@@ -11,6 +11,13 @@ first whether a CUDA graph is being captured (`torch.cuda.is_current_stream_capt
 same kind of break: found on the H200, 2026-12-02) and then gives a fresh zeroed buffer, from
 the graph's pool, instead of the stream's.
 
+FlashInfer's paged NVFP4 KV append (`page._is_stream_capturing_on_device`, 0.6.16 on) asks the
+same question for validation only: under capture it refuses a scale that is a Python float or
+a CPU tensor (turning one into a device tensor there would be a host copy in the capture).
+Compiled code makes that tensor in the graph, so the refusal has nothing to guard: under
+compile the check answers False (`VALIDATION_ONLY`), and the append's kernel (a declared op)
+runs as before. An answer that chose a buffer or a kernel would not be given this way.
+
 Baking the trace-time stream's buffer, or the trace-time answer to "capturing?", into the graph
 would bring back the sharing PR #3618 removed (a compiled graph is captured later, by SGLang),
 so each lookup stays a run-time call: Dynamo meets an operator of dynafold's whose kernel is
@@ -84,6 +91,16 @@ def _stand_in(op_name, lookup):
     return stand_in
 
 
+# (module, FlashInfer's capture query): asked only to refuse, never to choose.
+VALIDATION_ONLY = (
+    ("flashinfer.page", "_is_stream_capturing_on_device"),
+)
+
+
+def _not_capturing(*args, **kwargs):
+    return False
+
+
 def make_opaque():
     """Has Dynamo call the operators wherever it meets FlashInfer's lookups; a no-op for a
     module not loaded yet, for releases without the lookup, and once done."""
@@ -98,4 +115,14 @@ def make_opaque():
             torch._dynamo.substitute_in_graph(lookup, skip_signature_check=True)(
                 _stand_in(op_name, lookup))
         except Exception as e:  # the lookup stays traced: the op breaks as it would without us
+            _log.debug("dynafold: %s.%s stays traced: %s", module_name, function, e)
+    for module_name, function in VALIDATION_ONLY:
+        module = sys.modules.get(module_name)
+        query = getattr(module, function, None) if module is not None else None
+        if query is None or id(query) in _substituted:
+            continue
+        _substituted.add(id(query))
+        try:
+            torch._dynamo.substitute_in_graph(query, skip_signature_check=True)(_not_capturing)
+        except Exception as e:  # the query stays traced: a break, as without us
             _log.debug("dynafold: %s.%s stays traced: %s", module_name, function, e)

@@ -1,4 +1,6 @@
 """Norms (incl. quant and layernorm), activations, rope (every form)."""
+import inspect
+
 import torch
 
 FP8 = torch.float8_e4m3fn
@@ -39,8 +41,12 @@ def _layernorm(t, fi):
 
 
 def _layernorm_quant(t, fi):
+    # `enable_pdl` is 0.7.4's; 0.6.16 and 0.7.2 refuse it (TypeError, eagerly too).
+    pdl = ({"enable_pdl": False}
+           if "enable_pdl" in inspect.signature(fi.layernorm_quant).parameters else {})
+
     def f(out, x, g, b, s):
-        fi.layernorm_quant(out, x, g, b, s, EPS, enable_pdl=False)
+        fi.layernorm_quant(out, x, g, b, s, EPS, **pdl)
         return out
     return f, (t(4, H, dtype=FP8), t(4, H), t(H, dtype=torch.float32),
                t(H, dtype=torch.float32), t(1, dtype=torch.float32))
