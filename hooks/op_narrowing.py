@@ -471,13 +471,18 @@ def variants(fn, hints, variadic=False, fits=None, keywords=None):
     splits = _union_splits(hints)
     if isinstance(splits, str):
         return splits
+    return _per_split(fn, hints, splits, variadic=variadic, fits=fits, keywords=keywords)
+
+
+def _per_split(fn, hints, splits, **how):
+    """`_with_object_defaults(fn, hints, split=..., **how)` for each of `splits`, in one list;
+    the first reason when one cannot be made."""
     out = []
     for split in splits:
-        ones = _with_object_defaults(fn, hints, split=split, variadic=variadic, fits=fits,
-                                     keywords=keywords)
-        if isinstance(ones, str):
-            return ones
-        out += ones
+        some = _with_object_defaults(fn, hints, split=split, **how)
+        if isinstance(some, str):
+            return some
+        out += some
     return out
 
 
@@ -775,23 +780,20 @@ def given_result(fn, hints, spec):
     splits = _union_splits(hints)
     if isinstance(splits, str):
         return splits
-    out = []
-    for split in splits:
-        # (0.7.4 cute_dsl_fused_moe: with its `nvfp4_4over6=_UNSET` call too,
-        # `_with_object_defaults`.)
-        given = _with_object_defaults(fn, hints, fits={argument: _fits_a_tensor, **conditions},
-                                      result=result, split=split)
-        if isinstance(given, str):
-            return given
-        for one in given:
-            kept = [name for _, name, _ in one.kept]
-            one.gives_back = (form, kept.index(argument))
-            if form == "pair":
-                # (`second`: the parameter FlashInfer returns beside the buffer, as given: a
-                # tensor, declared mutable, or None; without one, None.)
-                second = kept.index(spec["second"]) if "second" in spec else None
-                one.gives_back = (form, (kept.index(argument), second))
-        out += given
+    # (0.7.4 cute_dsl_fused_moe: with its `nvfp4_4over6=_UNSET` call too,
+    # `_with_object_defaults`.)
+    out = _per_split(fn, hints, splits, fits={argument: _fits_a_tensor, **conditions},
+                     result=result)
+    if isinstance(out, str):
+        return out
+    for one in out:
+        kept = [name for _, name, _ in one.kept]
+        one.gives_back = (form, kept.index(argument))
+        if form == "pair":
+            # (`second`: the parameter FlashInfer returns beside the buffer, as given: a
+            # tensor, declared mutable, or None; without one, None.)
+            second = kept.index(spec["second"]) if "second" in spec else None
+            one.gives_back = (form, (kept.index(argument), second))
     if spec.get("fresh_otherwise"):
         # With the form "itself" the result is the buffer or the one the function allocates
         # in its place: a Tensor, also where FlashInfer wrote no return annotation (the
@@ -799,14 +801,13 @@ def given_result(fn, hints, spec):
         # `when` excludes (0.7.x prims_ts_fp8_block_scale_routed_moe's unfinalized list).
         result = (torch.Tensor if form == "itself" and (
             "return" not in hints or is_union(hints["return"])) else inspect.Parameter.empty)
-        for split in splits:
-            fresh = _with_object_defaults(fn, hints, fits={argument: _fits_none, **conditions},
-                                          result=result, split=split)
-            if isinstance(fresh, str):
-                return fresh
-            for one in fresh:
-                one.suffix = "_fresh" + one.suffix
-            out += fresh
+        fresh = _per_split(fn, hints, splits, fits={argument: _fits_none, **conditions},
+                           result=result)
+        if isinstance(fresh, str):
+            return fresh
+        for one in fresh:
+            one.suffix = "_fresh" + one.suffix
+        out += fresh
     return out
 
 
