@@ -14,9 +14,10 @@ the graph's pool, instead of the stream's.
 FlashInfer's paged NVFP4 KV append (`page._is_stream_capturing_on_device`, 0.6.16 on) asks the
 same question for validation only: under capture it refuses a scale that is a Python float or
 a CPU tensor (turning one into a device tensor there would be a host copy in the capture).
-Compiled code makes that tensor in the graph, so the refusal has nothing to guard: under
-compile the check answers False (`VALIDATION_ONLY`), and the append's kernel (a declared op)
-runs as before. An answer that chose a buffer or a kernel would not be given this way.
+Compiled code makes a float scale's tensor in the graph (no host copy when it runs), and a CPU
+tensor scale still stops the trace at its host read (`.item()`), so the refusal has nothing
+left to guard: under compile the check answers False (`VALIDATION_ONLY`), and the append's
+kernel (a declared op) runs as before. An answer that chose a buffer or a kernel would not be given this way.
 
 Baking the trace-time stream's buffer, or the trace-time answer to "capturing?", into the graph
 would bring back the sharing PR #3618 removed (a compiled graph is captured later, by SGLang),
