@@ -8,8 +8,13 @@
 # PASS lines turn those ops' status into "H200". Budget: about 4 minutes per release on 16
 # cores (4 shards build FlashInfer's JIT modules side by side; each shard stops at
 # $CHECK_TIMEOUT s, 200 by default, so two releases stay within ~8 minutes).
+# NAMES=FILE (one public name per line): those ops only, one process each (an illegal memory
+# access or a segfault poisons the rest of its process), JOBS side by side (6), each stopped at
+# CHECK_TIMEOUT s (300), the whole at TOTAL s (540, the GPU tool's 10 minutes a call); ops left
+# unrun print "no verdict": run them again (0.7.4's run, 2026-12-02).
 set -uo pipefail
-out=${1:?OUT_DIR}
+out=$(realpath -m "${1:?OUT_DIR}")
+names=${NAMES:+$(realpath "$NAMES")}
 release=${2:?RELEASE}
 shift 2 || exit 2
 mkdir -p "$out"
@@ -20,11 +25,19 @@ cd "$root/integration/gpu"
 table="$root/docs/api-status/$release.json"
 [ -f "$table" ] || { echo "no table $table" >&2; exit 1; }
 python3 -c 'import torch, flashinfer; print("torch", torch.__version__, "flashinfer", flashinfer.__version__, torch.cuda.get_device_name())' | tee "$out/env.txt"
-for i in 0 1 2 3; do
-  LD_PRELOAD="$lib" timeout "${CHECK_TIMEOUT:-200}" python3 api_status_check.py "$table" "$i/4" \
-    > "$out/check-$i.log" 2>&1 &
-done
-wait
+if [ -n "$names" ]; then
+  export lib table
+  grep -v '^#' "$names" | grep . | timeout "${TOTAL:-540}" xargs -P "${JOBS:-6}" -I{} sh -c \
+    'LD_PRELOAD="$lib" timeout "${CHECK_TIMEOUT:-300}" python3 api_status_check.py "$table" 0/1 "$1" 2>&1 \
+       | grep "^SWEEP" || echo "SWEEP $1 FAIL no verdict (timed out or crashed)"' _ {} \
+    > "$out/check-each.log"
+else
+  for i in 0 1 2 3; do
+    LD_PRELOAD="$lib" timeout "${CHECK_TIMEOUT:-200}" python3 api_status_check.py "$table" "$i/4" \
+      > "$out/check-$i.log" 2>&1 &
+  done
+  wait
+fi
 cat "$out"/check-*.log | grep '^SWEEP' | sort > "$out/lines.txt"
 echo "== $release: $(grep -c ' PASS ' "$out/lines.txt") of $(wc -l < "$out/lines.txt") pass"
 grep ' FAIL ' "$out/lines.txt" | cut -c1-300

@@ -6,7 +6,7 @@ builders), with real tensors: random values, index tensors as the builders make 
 
     python3 api_status_check.py TABLE.json [SHARD/SHARDS] [NAME...]
 
-NAMEs narrow the run to those ops (api_status_each.sh gives one per process: a bad call's
+NAMEs narrow the run to those ops (api_status.sh with NAMES gives one per process: a bad call's
 illegal memory access poisons the rest of its process).
 
 One line per op, in the sweep's format (integration/api_status/evidence.py reads it):
