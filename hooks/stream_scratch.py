@@ -103,27 +103,32 @@ def _not_capturing(*args, **kwargs):
 
 
 def make_opaque():
-    """Has Dynamo call the operators wherever it meets FlashInfer's lookups; a no-op for a
-    module not loaded yet, for releases without the lookup, and once done."""
+    """Has Dynamo call the operators wherever it meets FlashInfer's lookups (and answer its
+    validation-only capture queries); a no-op for a module not loaded yet, for releases
+    without the function, and once done."""
     for module_name, function, op_name in LOOKUPS:
-        module = sys.modules.get(module_name)
-        lookup = getattr(module, function, None) if module is not None else None
-        if lookup is None or id(lookup) in _substituted:
-            continue
-        _substituted.add(id(lookup))
-        _lookups[op_name] = lookup
-        try:
-            torch._dynamo.substitute_in_graph(lookup, skip_signature_check=True)(
-                _stand_in(op_name, lookup))
-        except Exception as e:  # the lookup stays traced: the op breaks as it would without us
-            _log.debug("dynafold: %s.%s stays traced: %s", module_name, function, e)
+        lookup = _not_yet_substituted(module_name, function)
+        if lookup is not None:
+            _lookups[op_name] = lookup
+            _substitute(lookup, lambda: _stand_in(op_name, lookup), module_name, function)
     for module_name, function in VALIDATION_ONLY:
-        module = sys.modules.get(module_name)
-        query = getattr(module, function, None) if module is not None else None
-        if query is None or id(query) in _substituted:
-            continue
-        _substituted.add(id(query))
-        try:
-            torch._dynamo.substitute_in_graph(query, skip_signature_check=True)(_not_capturing)
-        except Exception as e:  # the query stays traced: a break, as without us
-            _log.debug("dynafold: %s.%s stays traced: %s", module_name, function, e)
+        query = _not_yet_substituted(module_name, function)
+        if query is not None:
+            _substitute(query, lambda: _not_capturing, module_name, function)
+
+
+def _not_yet_substituted(module_name, function):
+    """FlashInfer's `module_name.function` if loaded and not substituted yet (now marked so)."""
+    module = sys.modules.get(module_name)
+    fn = getattr(module, function, None) if module is not None else None
+    if fn is None or id(fn) in _substituted:
+        return None
+    _substituted.add(id(fn))
+    return fn
+
+
+def _substitute(fn, stand_in, module_name, function):
+    try:
+        torch._dynamo.substitute_in_graph(fn, skip_signature_check=True)(stand_in())
+    except Exception as e:  # it stays traced: a break where it would be without us
+        _log.debug("dynafold: %s.%s stays traced: %s", module_name, function, e)
