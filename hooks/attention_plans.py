@@ -32,6 +32,7 @@ compile (hooks/dormant_ops.py `_outside_the_trace`) gives a stand-in of the same
 (`through_operators`).
 """
 
+import inspect
 import typing
 
 import torch
@@ -651,9 +652,159 @@ def kimi_k3_fused_router_through(plan_class):
     return kimi_k3_fused_router
 
 
-# (module, public function) -> (the module holding the Python object's class, a function of
-# that class giving what Dynamo traces instead of the public function).
+# single_decode_with_kv_cache_with_jit_module and single_prefill_with_kv_cache_with_jit_module
+# (decode.py, prefill.py; the same body in 0.6.16, 0.7.2 and 0.7.4) take the JIT module as an
+# argument (`jit_module: Any`, what a gen_*_module factory's build_and_load() gave the caller)
+# and call its tvm_ffi `run` in their bodies, which no trace can enter. Under compile Dynamo
+# traces `single_decode_through` / `single_prefill_through` instead: FlashInfer's body, its
+# allocations and its constants (read from the module), with the call to `run` made through
+# dynafold's declaration keyed by the module. The key is the module's id, taken at trace time
+# by `_hold` (`assume_constant_result`: Dynamo calls it on the real object and guards the graph
+# on that object's identity, so another module compiles a graph of its own, never reuses this
+# one). Nothing here constructs an object in the trace: a class of dynafold's, or
+# SimpleNamespace on torch 2.14, is refused in a substituted function's trace.
+
+
+def _holds_objects():
+    """Whether this torch's `assume_constant_result` passes a Python object through (guarded
+    on its identity; torch 2.14 on) rather than asking it for a constant, which would stop
+    the trace in dynafold's code instead of FlashInfer's."""
+    from torch._dynamo.variables import functions
+    convert = getattr(functions, "invoke_and_store_as_constant", None)
+    try:
+        return convert is not None and "UserDefinedObjectVariable" in inspect.getsource(convert)
+    except (OSError, TypeError):
+        return False
+
+
+@torch.compiler.assume_constant_result
+def _hold(module):
+    """The key of a JIT module a caller passes in, noted so the operator finds it; called by
+    Dynamo while it traces, on the real object."""
+    key = id(module)
+    _modules[key] = module
+    return key
+
+
+# The signatures the bodies below copy (names, kinds, defaults), 0.6.16 to 0.7.4; a release
+# that differs is traced as shipped.
+_JIT_MODULE_SIGNATURES = {
+    "single_decode_with_kv_cache_with_jit_module": (
+        ("jit_module", "q", "k", "v", "*args"),
+        {"kv_layout": "NHD", "window_left": -1, "return_lse": False}),
+    "single_prefill_with_kv_cache_with_jit_module": (
+        ("jit_module", "q", "k", "v", "*args"),
+        {"kv_layout": "NHD", "mask_mode": 0, "window_left": -1, "return_lse": False}),
+}
+
+
+def _constants(public):
+    """FlashInfer's constants the body reads: the split-KV scratch size and the layout codes.
+    Raises when `public` is not the function this module copies."""
+    positional, keywords = _JIT_MODULE_SIGNATURES[public.__name__]
+    params = list(inspect.signature(public).parameters.values())
+    names = tuple(("*" + p.name) if p.kind is p.VAR_POSITIONAL else p.name
+                  for p in params if p.kind is not p.KEYWORD_ONLY)
+    found = {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY}
+    if names != positional or found != keywords:
+        raise RuntimeError(f"{public.__name__}'s signature changed")
+    layouts = {layout.name: int(layout.value) for layout in public.__globals__["TensorLayout"]}
+    return int(public.__globals__["SINGLE_KERNEL_TMP_SIZE"]), layouts
+
+
+def single_decode_through(public):
+    """What Dynamo traces instead of single_decode_with_kv_cache_with_jit_module."""
+    if not _holds_objects():
+        raise RuntimeError("this torch's assume_constant_result takes no Python object")
+    tmp_size, layouts = _constants(public)
+
+    def single_decode_with_kv_cache_with_jit_module(
+            jit_module, q, k, v, *args, kv_layout="NHD", window_left=-1, return_lse=False):
+        tmp = torch.empty(tmp_size, dtype=torch.uint8, device=q.device)
+        o = torch.empty_like(q)
+        lse = (torch.empty((q.size(0)), dtype=torch.float32, device=q.device)
+               if return_lse else None)
+        single_decode_run(_hold(jit_module), q, k, v, tmp, o, lse, layouts[kv_layout],
+                          window_left, *args)
+        return o
+
+    return single_decode_with_kv_cache_with_jit_module
+
+
+def single_prefill_through(public):
+    """What Dynamo traces instead of single_prefill_with_kv_cache_with_jit_module."""
+    if not _holds_objects():
+        raise RuntimeError("this torch's assume_constant_result takes no Python object")
+    tmp_size, layouts = _constants(public)
+
+    def single_prefill_with_kv_cache_with_jit_module(
+            jit_module, q, k, v, *args, kv_layout="NHD", mask_mode=0, window_left=-1,
+            return_lse=False):
+        tmp = torch.empty(tmp_size, dtype=torch.uint8, device=q.device)
+        o = torch.empty(q.shape[:-1] + v.shape[-1:], dtype=q.dtype, device=q.device)
+        lse = (torch.empty((q.size(0), q.size(1)), dtype=torch.float32, device=q.device)
+               if return_lse else None)
+        single_prefill_run(_hold(jit_module), q, k, v, tmp, o, lse, mask_mode,
+                           layouts[kv_layout], window_left, *args)
+        return (o, lse) if return_lse else o
+
+    return single_prefill_with_kv_cache_with_jit_module
+
+
+def single_decode_run(
+    module: int,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    tmp: torch.Tensor,
+    o: torch.Tensor,
+    maybe_lse: typing.Optional[torch.Tensor],
+    layout: int,
+    window_left: int,
+    *args,
+) -> None:
+    """A single-decode JIT module's `run` (csrc/single_decode.cu single_decode_with_kv_cache):
+    writes `o`, `maybe_lse` when given and `tmp` (the split-KV partial results); reads q, k and
+    v. `*args`: the variant's additional tensors and scalars (alibi slopes, soft cap, sm_scale,
+    rope reciprocals for the standard variants), its tensors declared mutable
+    (hooks/op_narrowing.py VARIADIC)."""
+    _modules[module].run(q, k, v, tmp, o, maybe_lse, layout, window_left, *args)
+
+
+def single_prefill_run(
+    module: int,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    tmp: torch.Tensor,
+    o: torch.Tensor,
+    maybe_lse: typing.Optional[torch.Tensor],
+    mask_mode: int,
+    layout: int,
+    window_left: int,
+    *args,
+) -> None:
+    """A single-prefill JIT module's `run` (csrc/single_prefill.cu
+    single_prefill_with_kv_cache): writes `o`, `maybe_lse` when given and `tmp`; reads q, k and
+    v. `*args`: the variant's additional tensors (custom mask, alibi slopes, FP8 block scales)
+    and scalars, its tensors declared mutable (hooks/op_narrowing.py VARIADIC)."""
+    _modules[module].run(q, k, v, tmp, o, maybe_lse, mask_mode, layout, window_left, *args)
+
+
+def _held_argument(public_name, through):
+    """REBUILT's entry for a public function taking a caller's JIT module."""
+    return lambda module: through(inspect.unwrap(getattr(module, public_name)))
+
+
+# (module, public function) -> (the module holding the Python object's class, or the public
+# function itself for a JIT module argument; a function of that module giving what Dynamo
+# traces instead of the public function).
 REBUILT = {
     (KIMI_K3_PUBLIC, "kimi_k3_fused_router"): (
         KIMI_K3_BACKEND, lambda backend: kimi_k3_fused_router_through(backend.KimiK3RoutePlan)),
+    **{(f"flashinfer.{kind}", f"single_{kind}_with_kv_cache_with_jit_module"): (
+        f"flashinfer.{kind}", _held_argument(f"single_{kind}_with_kv_cache_with_jit_module",
+                                             through))
+       for kind, through in (("decode", single_decode_through),
+                             ("prefill", single_prefill_through))},
 }

@@ -740,6 +740,13 @@ EXTRA_DECLARATIONS = [
     # same way (attention/_core.py, 0.6.16 :302, 0.7.2 :358, 0.7.4 :359): `holistic_run`.
     ("_dynafold_attention_plans", "holistic_run", "flashinfer::holistic_run_jit",
      ("float_workspace_buffer", "o", "maybe_lse"), None),
+    # single_{decode,prefill}_with_kv_cache_with_jit_module call `jit_module.run(...)` on the
+    # module the caller passes in (decode.py, prefill.py, 0.6.16 to 0.7.4). Under compile
+    # Dynamo traces their body given a stand-in (hooks/attention_plans.py REBUILT) whose `run`
+    # is one of these: the module's key, FlashInfer's arguments, the variant's trailing
+    # arguments packed (`variadic`). `tmp`, `o` and `lse` are allocated by the traced body.
+    *(("_dynafold_attention_plans", f"single_{kind}_run", f"flashinfer::single_{kind}_run_jit",
+       ("tmp", "o", "maybe_lse"), None) for kind in ("decode", "prefill")),
     # PODWithPagedKVCacheWrapper.run and BatchPODWithPagedKVCacheWrapper.run call their JIT
     # module's tvm_ffi function (`get_pod_module(...).run_tensor`, flashinfer/pod.py, 0.6.16 to
     # 0.7.4) outside any declared op. Under compile the loader gives a stand-in whose

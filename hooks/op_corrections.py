@@ -95,6 +95,10 @@ CORRECTIONS = {
     # dynafold's declaration of BatchAttention's JIT `run`: its trailing arguments differ per
     # release (0.7.x's NVFP4 scale-factor tensors) and the profiler build adds a buffer.
     ("_dynafold_attention_plans", "holistic_run"): {"variadic": True},
+    # dynafold's declarations of a caller's single decode/prefill JIT module `run`: a variant's
+    # additional tensors and scalars trail FlashInfer's arguments.
+    ("_dynafold_attention_plans", "single_decode_run"): {"variadic": True},
+    ("_dynafold_attention_plans", "single_prefill_run"): {"variadic": True},
     # 0.7.x topk.py: declared `-> torch.Tensor` and `return out`, `out` also declared mutable.
     ("flashinfer.topk", "get_topk_module.<locals>.cub_topk_page_table_transform"): {
         "returns_argument": "out",

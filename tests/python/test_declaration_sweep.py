@@ -142,10 +142,11 @@ BGMV = ["flashinfer.fused_moe.bgmv_moe:" + name for name in (
 # MonoMoE (0.6.16 on): its JIT kernel called in the public body; the result is `out`, the
 # caller's when given.
 MONO = ["flashinfer.fused_moe.monomoe:mono_moe"]
-# The attention wrappers' JIT module calls (MLA, BatchAttention, POD), dynafold's declarations
-# in hooks/attention_plans.py.
+# The attention wrappers' JIT module calls (MLA, BatchAttention, POD) and a caller's own single
+# decode/prefill module, dynafold's declarations in hooks/attention_plans.py.
 JIT_CALLS = ["_dynafold_attention_plans:" + name for name in (
-    "mla_run", "holistic_run", "pod_run", "batch_pod_run")]
+    "mla_run", "holistic_run", "pod_run", "batch_pod_run", "single_decode_run",
+    "single_prefill_run")]
 # 0.7.x's KDA decode steps (data_ptr() checks, CuTe DSL or Cake launches in the public body).
 KDA = ["flashinfer.kda_decode:fused_kda_decode", "flashinfer.kda_decode:packed_kda_decode",
        "flashinfer.kda_decode:packed_fused_kda_decode"]
