@@ -1316,7 +1316,7 @@ def _plan(declared):
             prototype = _renamed(prototype, dict(renames))
         try:
             schema = declared.schema or torch.library.infer_schema(
-                prototype, mutates_args=mutates)
+                prototype, mutates_args=_mutable_in(narrowing, mutates))
         except Exception as e:
             return f"schema not expressible ({str(e).splitlines()[0][:80]})"
         variant_fake = _variant_fake(declared, fn, narrowing, nothing, fake, given)
@@ -1326,6 +1326,18 @@ def _plan(declared):
     return _Operator(name=op_name, variants=variants, mutable=mutates,
                      seeded=_is_seeded(correction, params, hints),
                      returns_argument=returns_argument, renames=renames)
+
+
+def _mutable_in(narrowing, mutates):
+    """The declared-mutable parameters one operator's schema marks: not those it takes only as
+    None (the call that gives no buffer, `result_is_given`'s fresh operator), which it never
+    writes, and which inductor cannot lower as the only mutable argument (torch 2.9 to 2.15:
+    "getitem is not an OpOverload" for an operator whose only mutable argument is None)."""
+    if narrowing is None:
+        return mutates
+    none_only = {name for _, name, _, fits in narrowing.checks
+                 if fits is op_narrowing.fits_none}
+    return tuple(m for m in mutates if m not in none_only)
 
 
 # Parameter names torch's auto_functionalization passes beside an operator's own arguments, by

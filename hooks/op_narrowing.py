@@ -47,7 +47,7 @@ def _fits_object_default(value):
     return value is _object_default
 
 
-def _fits_none(value):
+def fits_none(value):
     return value is None
 
 
@@ -91,7 +91,7 @@ def _fits(value):
             return type(given) is int and given == value
         return fits_int
     if value is None:
-        return _fits_none
+        return fits_none
     if value is False:
         return _fits_false
     if value is True:
@@ -157,7 +157,7 @@ class Rule:
 NARROWED = {
     # FlashInfer's sampling ops: `generator` (no schema type for a Generator), `seed`/`offset`
     # (Union[int, Tensor]) and `return_valid` (it turns the Tensor result into a tuple).
-    "generator": Rule(None, _fits_none),
+    "generator": Rule(None, fits_none),
     "seed": Rule(typing.Optional[int], _fits_not_a_tensor, applies=lambda h: is_union(h)),
     "offset": Rule(typing.Optional[int], _fits_not_a_tensor, applies=lambda h: is_union(h)),
     "return_valid": Rule(None, _fits_false, False),
@@ -166,7 +166,7 @@ NARROWED = {
     # (0.7.4's slot-mapping NVFP4 KV append kernel takes `nvfp4_4over6 is not None`), which a
     # schema says as it is: narrowed to None, no call would fit and each would be traced as
     # shipped, into the JIT kernel.
-    "nvfp4_4over6": Rule(None, _fits_none, applies=lambda hint: hint is not bool),
+    "nvfp4_4over6": Rule(None, fits_none, applies=lambda hint: hint is not bool),
     # The attention run kernels' plan (`List[int] plan_info_vec`): as `int[]` each int would be
     # a constant of the graph, guarded, so every new batch would recompile. It reaches the
     # operator as an int64 CPU tensor (hooks/attention_plans.py keeps it one under compile) and
@@ -177,7 +177,7 @@ NARROWED = {
     # (Union[Tensor, Sequence[Tensor]]), the caller's streams and events (a
     # MoePartitionResources, no schema type) and the strategy. Narrowed to the unpartitioned
     # call (one weight tensor, no resources); a partitioned call is traced as shipped.
-    "partition_resources": Rule(None, _fits_none),
+    "partition_resources": Rule(None, fits_none),
     # An explicit autotuner tactic, by its annotation (the first rule that applies):
     # - 0.7.x cute_dsl_fused_moe_bf16's `Optional[Tuple[Any, ...]]` (no schema type): None is
     #   the AutoTuner's choice, as serving code calls it; a call with a tactic is traced as
@@ -185,22 +185,22 @@ NARROWED = {
     # - 0.7.x cudnn_frost_grouped_gemm1_swiglu's `Any`: an int to the operator (-1, the
     #   heuristic's choice, is what serving code passes); any other tactic object is traced
     #   as shipped.
-    "tactic": (Rule(None, _fits_none, applies=_is_opaque_tuple),
+    "tactic": (Rule(None, fits_none, applies=_is_opaque_tuple),
                Rule(int, _fits_an_int, applies=lambda hint: hint is typing.Any)),
     # The CuTe DSL MoE's auxiliary stream for its output memset (0.7.x
     # cute_dsl_fused_moe_mxfp8_mxfp4's `Optional[torch.cuda.Stream]`, no schema type): None,
     # FlashInfer's own per-device stream (_get_cuda_graph_resources); a call giving one is
     # traced as shipped.
-    "aux_stream": Rule(None, _fits_none, applies=_is_optional_stream),
+    "aux_stream": Rule(None, fits_none, applies=_is_optional_stream),
     # 0.7.4 cute_dsl_fused_moe's (and its deprecated alias cute_dsl_fused_moe_nvfp4's)
     # locality-domain localization (Rubin W4A4 only): per-domain weight-shard dicts and
     # green-context streams (`Optional[list]`) and a memset stream (`Optional[torch.cuda.Stream]`),
     # no schema type for any. Narrowed to None, FlashInfer's default (the unlocalized path, as
     # serving code calls it); a localized call is traced as shipped.
-    "localized_weights": Rule(None, _fits_none, applies=lambda hint: "list" in str(hint)),
-    "localized_streams": Rule(None, _fits_none, applies=lambda hint: "list" in str(hint)),
-    "localized_memset_stream": Rule(None, _fits_none, applies=_is_optional_stream),
-    "partition_strategy": Rule(None, _fits_none),
+    "localized_weights": Rule(None, fits_none, applies=lambda hint: "list" in str(hint)),
+    "localized_streams": Rule(None, fits_none, applies=lambda hint: "list" in str(hint)),
+    "localized_memset_stream": Rule(None, fits_none, applies=_is_optional_stream),
+    "partition_strategy": Rule(None, fits_none),
     **{name: Rule(torch.Tensor, _fits_a_tensor, applies=lambda hint: is_union(hint))
        for name in ("gemm1_weights", "gemm2_weights", "gemm1_weights_scale",
                     "gemm2_weights_scale")},
@@ -208,18 +208,18 @@ NARROWED = {
     # every layer (a GDNPagedPrefillSlots or GDNPagedDecodeSlots NamedTuple, no schema type).
     # Narrowed to None, the call that computes them itself; one that gives them is traced as
     # shipped.
-    "slots": Rule(None, _fits_none, applies=lambda hint: "GDNPaged" in str(hint)),
+    "slots": Rule(None, fits_none, applies=lambda hint: "GDNPaged" in str(hint)),
     # chunk_gated_delta_rule (gdn_prefill.py, 0.6.16 on): `use_cp: Literal["auto"] | bool`
     # (context parallelism: chosen, forced or refused) and 0.7.4's `cu_seqlens_cpu` (a host
     # copy of cu_seqlens, a list or a CPU tensor): Unions no schema says. Narrowed to "auto"
     # and None, FlashInfer's defaults; another call is traced as shipped.
     "use_cp": Rule(None, _fits("auto"), "auto", applies=lambda hint: is_union(hint)),
-    "cu_seqlens_cpu": Rule(None, _fits_none, applies=lambda hint: is_union(hint)),
+    "cu_seqlens_cpu": Rule(None, fits_none, applies=lambda hint: is_union(hint)),
     # 0.7.4's Cake top-k/top-p sampler (cake_sampling.py): the caller's stage-1 slab buffers, a
     # tuple of three tensors (no schema type for it). Narrowed to None, the call that uses the
     # sampler's own cached workspace; one that gives buffers is traced as shipped. (Every
     # `workspace` FlashInfer declares is a Tensor, which this rule leaves alone.)
-    "workspace": Rule(None, _fits_none, applies=lambda hint: "tuple[" in str(hint)),
+    "workspace": Rule(None, fits_none, applies=lambda hint: "tuple[" in str(hint)),
     # The POD kernels' prefill and decode plans (dynafold's declarations,
     # hooks/attention_plans.py), the same.
     **{f"plan_info_vec_{part}": Rule(torch.Tensor, _fits_a_tensor, applies=_is_int_list,
@@ -230,8 +230,8 @@ NARROWED = {
     # trtllm_batch_context_with_kv_cache's (dynafold's declaration, 0.6.16 on)
     # `Optional[Union[Tensor, FP4Tensor]]`, narrowed to None too: the call whose result the
     # function allocates; one giving a buffer is traced as shipped.
-    "out": (Rule(None, _fits_none, applies=lambda hint: _is_optional_tensor_tuple(hint)),
-            Rule(None, _fits_none, applies=lambda hint: "FP4Tensor" in str(hint))),
+    "out": (Rule(None, fits_none, applies=lambda hint: _is_optional_tensor_tuple(hint)),
+            Rule(None, fits_none, applies=lambda hint: "FP4Tensor" in str(hint))),
     # 0.7.x's grouped_gemm_nt_masked (dynafold's declaration): its operands with their scale
     # factors, `lhs=(A, SFA)` and `rhs=(B, SFB)` (`Tuple[Tensor, Tensor]`, no schema type): a
     # Tensor[] of the two to the operator, the pair again to FlashInfer's function.
@@ -246,11 +246,11 @@ NARROWED = {
     # (a plain Enum, no schema type) whose default differs per function. Left at that default
     # (its `_default` operator: FlashInfer's function gets the default itself); a call naming
     # an epilogue is traced as shipped.
-    "epi": Rule(None, _fits_none, applies=lambda hint: _is_plain_enum(hint)),
+    "epi": Rule(None, fits_none, applies=lambda hint: _is_plain_enum(hint)),
     # 0.7.4's mm_nvfp4_lora (dynafold's declaration): its prepared LoRA adapter, a dataclass
     # holding device tensors (no schema type), narrowed to None (no adapter, FlashInfer's
     # default); a call with an adapter is traced as shipped.
-    "lora_adapter": Rule(None, _fits_none),
+    "lora_adapter": Rule(None, fits_none),
     # trtllm_batch_context_with_kv_cache and trtllm_fmha_v2_prefill (dynafold's declarations,
     # 0.6.16 on; the second has `out_dtype` and `sinks` alike): Unions and a
     # list no schema says, each narrowed to the form serving code passes; another call is
@@ -801,7 +801,7 @@ def given_result(fn, hints, spec):
         # `when` excludes (0.7.x prims_ts_fp8_block_scale_routed_moe's unfinalized list).
         result = (torch.Tensor if form == "itself" and (
             "return" not in hints or is_union(hints["return"])) else inspect.Parameter.empty)
-        fresh = _per_split(fn, hints, splits, fits={argument: _fits_none, **conditions},
+        fresh = _per_split(fn, hints, splits, fits={argument: fits_none, **conditions},
                            result=result)
         if isinstance(fresh, str):
             return fresh
