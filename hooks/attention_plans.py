@@ -791,6 +791,49 @@ def single_prefill_run(
     _modules[module].run(q, k, v, tmp, o, maybe_lse, mask_mode, layout, window_left, *args)
 
 
+# kimi_k3_fp8_projection (0.7.4 gemm/kimi_k3_fp8_projection.py -> experimental/
+# kimi_k3_fp8_projection/cake_backend.py) takes `prepared` (a PreparedProjectionWeight: the
+# requantized weight and scale tiles, its shape record, a scale-tile cache filled on first use)
+# and `workspace` (a ProjectionWorkspace, or None to allocate one), Python objects no schema can
+# say, and chooses its programs from data_ptr() alignment. Under compile Dynamo traces
+# `kimi_k3_projection_through` instead: both objects held by key (`_hold`), the whole call
+# dynafold's declaration `kimi_k3_project`, which calls FlashInfer's function at run time.
+KIMI_K3_PROJECTION = "flashinfer.gemm.kimi_k3_fp8_projection"
+
+
+def kimi_k3_project(
+    x: torch.Tensor,
+    prepared: int,
+    out: typing.Optional[torch.Tensor] = None,
+    workspace: typing.Optional[int] = None,
+) -> torch.Tensor:
+    """FlashInfer's kimi_k3_fp8_projection with its objects by key: `out[:, :n_valid] =
+    bf16(x @ dequant(weight).T)`, into the caller's `out` when given (only its n_valid
+    columns written), else a fresh bfloat16 (M, n_valid); `x` is read; the workspace's buffers
+    are scratch of this call (docs/op-audit)."""
+    import sys
+    public = sys.modules[KIMI_K3_PROJECTION].kimi_k3_fp8_projection
+    return public(x, _modules[prepared], out,
+                  workspace=None if workspace is None else _modules[workspace])
+
+
+def kimi_k3_projection_through(module):
+    """What Dynamo traces instead of kimi_k3_fp8_projection."""
+    if not _holds_objects():
+        raise RuntimeError("this torch's assume_constant_result takes no Python object")
+    params = inspect.signature(inspect.unwrap(module.kimi_k3_fp8_projection)).parameters
+    if list(params) != ["x", "prepared", "out", "workspace", "backend"]:
+        raise RuntimeError("kimi_k3_fp8_projection's signature changed")
+
+    def kimi_k3_fp8_projection(x, prepared, out=None, *, workspace=None, backend="cake"):
+        if backend != "cake":
+            raise ValueError("the Kimi-K3 FP8 projection currently supports backend='cake'")
+        held = None if workspace is None else _hold(workspace)
+        return kimi_k3_project(x, _hold(prepared), out, held)
+
+    return kimi_k3_fp8_projection
+
+
 def _held_argument(public_name, through):
     """REBUILT's entry for a public function taking a caller's JIT module."""
     return lambda module: through(inspect.unwrap(getattr(module, public_name)))
@@ -807,4 +850,6 @@ REBUILT = {
                                              through))
        for kind, through in (("decode", single_decode_through),
                              ("prefill", single_prefill_through))},
+    (KIMI_K3_PROJECTION, "kimi_k3_fp8_projection"): (KIMI_K3_PROJECTION,
+                                                     kimi_k3_projection_through),
 }

@@ -807,6 +807,12 @@ EXTRA_DECLARATIONS = [
     # FlashInfer allocates, its fake hooks/op_fakes.py's); with the caller's, all eight
     # declared mutable. The kernel writes only the plan (docs/op-audit).
     ("_dynafold_attention_plans", "kimi_k3_route", "flashinfer::kimi_k3_route", (), None),
+    # kimi_k3_fp8_projection (0.7.4, SM100/SM103) takes its prepared weight and workspace as
+    # Python objects and picks its programs from data_ptr() alignment: under compile Dynamo
+    # traces dynafold's Python, which holds both by key (hooks/attention_plans.py REBUILT) and
+    # calls this declaration. It writes `out` and returns it, the caller's when given
+    # (hooks/op_corrections.py `result_is_given`).
+    ("_dynafold_attention_plans", "kimi_k3_project", "flashinfer::kimi_k3_project", (), None),
     ("_dynafold_attention_plans", "kimi_k3_route_into", "flashinfer::kimi_k3_route_into",
      ("topk_weights", "topk_ids", "sorted_token_ids", "expert_ids", "num_tokens_post_padded",
       "expert_counts", "expert_offsets", "expert_scatter_offsets"), None),

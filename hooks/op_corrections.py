@@ -214,6 +214,12 @@ CORRECTIONS = {
     ("flashinfer.fused_moe.monomoe", "mono_moe"): {
         "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
     },
+    # dynafold's declaration of kimi_k3_fp8_projection (hooks/attention_plans.py): returns
+    # `out`, the caller's when given, else one it allocates (0.7.4 experimental/
+    # kimi_k3_fp8_projection/cake_backend.py:4288, :4296).
+    ("_dynafold_attention_plans", "kimi_k3_project"): {
+        "result_is_given": {"argument": "out", "form": "itself", "fresh_otherwise": True},
+    },
     # dynafold's own declaration of AlphaMoE's routed NVFP4 call (hooks/dormant_ops.py): it
     # updates the caller's required `out` in place and returns it (0.7.4
     # alphamoe_nvfp4_sm100.py:1097, 0.7.2 :1081).

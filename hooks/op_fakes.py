@@ -812,6 +812,16 @@ def _kimi_k3_route(values):
             new(blocks), new(1), new(experts), new(experts + 1), new(experts))
 
 
+def _kimi_k3_project(values):
+    """kimi_k3_fp8_projection's fresh result (no `out` given, 0.7.4 cake_backend.py:4288):
+    bfloat16 (M, n_valid), n_valid from the prepared weight, held by its key while the
+    trace runs (hooks/attention_plans.py `_hold`)."""
+    import sys
+    prepared = sys.modules["_dynafold_attention_plans"]._modules[values["prepared"]]
+    x = values["x"]
+    return x.new_empty((x.shape[0], int(prepared.n_valid)), dtype=torch.bfloat16)
+
+
 # Declared name -> a fake taking the kernel's own parameters.
 PLAIN = {
     "flashinfer::merge_states": _merge_states,
@@ -1026,6 +1036,8 @@ BY_NAME = {
     # dynafold's own declaration (hooks/dormant_ops.py) of the Kimi-K3 fused router without a
     # plan: the plan's eight tensors (hooks/attention_plans.py makes the NamedTuple again).
     "flashinfer::kimi_k3_route": (_kimi_k3_route, ("logits", "block_m")),
+    # dynafold's own declaration of kimi_k3_fp8_projection, called without `out`.
+    "flashinfer::kimi_k3_project": (_kimi_k3_project, ("x", "prepared")),
 }
 
 

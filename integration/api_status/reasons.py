@@ -230,17 +230,17 @@ def _by_frames(error, frame_list):
     return None
 
 
-# Ops whose JIT module call no dynafold declaration can hold, by function name, for the error
-# that names the call (the trace reaching the JIT module's function).
+# Ops whose JIT module call dynafold holds by the module's key only where this torch lets
+# `assume_constant_result` take the module object (2.14 on) and the release's body is the one
+# hooks/attention_plans.py copies; elsewhere the trace reaches the module's function.
 CALLER_HELD_MODULES = {
     # decode.py / prefill.py: `jit_module.run(q, k, v, tmp, o, lse, ..., *args)` on the module
-    # object the caller built and passes in (`jit_module: Any`) with its variant's trailing
-    # arguments (`*args`).
+    # object the caller built and passes in (`jit_module: Any`).
     name: "calls `run` of the JIT module object the caller passes in (`jit_module: Any`, "
-          "built by the caller from a gen_*_module factory) with its variant's own trailing "
-          "arguments (`*args`): no operator schema can take a module object, and dynafold "
-          "holds a module by key only where a wrapper's attribute or a cached loader keeps "
-          "it (hooks/attention_plans.py); a break on a GPU too"
+          "built by the caller from a gen_*_module factory): dynafold holds it by key "
+          "(hooks/attention_plans.py `_hold`) only on torch 2.14 on, whose "
+          "assume_constant_result takes a Python object, and for the body it copies; a break "
+          "on a GPU too"
     for name in ("single_decode_with_kv_cache_with_jit_module",
                  "single_prefill_with_kv_cache_with_jit_module")
 }
