@@ -369,6 +369,9 @@ def arguments(fn, row, fake, keep_result):
 # --- compile and compare ------------------------------------------------------------------
 
 
+# The suffix of a declaration's key for its call without the buffer it may be given.
+FRESH = " (fresh)"
+
 # The key of a declaration's `*args` among its sweep values (not a parameter name).
 VARARGS = "*args"
 
@@ -501,6 +504,14 @@ def main():
             continue
         groups.setdefault(decl["module"], []).append(
             (key, (fn, values, row["rng"], keep_result, frozenset(row["writes"]))))
+        # A declaration whose result is the caller's buffer when given is also an operator
+        # for the call that gives none (hooks/op_corrections.py `fresh_otherwise`: SGLang's
+        # mm_fp4): swept too, under its own key.
+        given = ops.op_corrections.of(fn).get("result_is_given", {})
+        if given.get("fresh_otherwise") and values.get(given["argument"]) is not None:
+            groups[decl["module"]].append((key + FRESH, (
+                fn, {**values, given["argument"]: None}, row["rng"], keep_result,
+                frozenset(row["writes"]) - {given["argument"]})))
 
     _phase("woken")
     # One compile for every declaration (inductor on 2 cores costs seconds per compile); a
@@ -525,7 +536,7 @@ def main():
             verdict = {mode: results[mode][i] for mode in results}
             status[key] = ("equal" if set(verdict.values()) == {"equal"} else
                            "; ".join(f"{m}: {v}" for m, v in verdict.items() if v != "equal"))
-            if status[key] == "equal" and STANDINS[key].traced:
+            if status[key] == "equal" and STANDINS[key.removesuffix(FRESH)].traced:
                 # Dynamo inlined the declared function (a narrowed call that did not fit):
                 # equal, but not through the operator.
                 status[key] = "equal, traced as shipped"
