@@ -457,6 +457,14 @@ EXTRA_DECLARATIONS = [
     # own scratch first (docs/op-audit).
     ("flashinfer.gemm.cake_grouped_fp8_gemm", "PreparedGroupGemmFp8NtGroupwiseContiguous.launch",
      "flashinfer::prepared_group_gemm_fp8_nt_groupwise_contiguous_launch", (), None),
+    # Its fused gate_up + SwiGLU + FP8-quant sibling (0.7.4,
+    # PreparedGroupGemmFp8NtGroupwiseContiguousSiluQuant.launch) the same way: woken for the
+    # call that gives all five operands, where the programs write `out_q` and `out_s`, the
+    # pair it returns (hooks/op_corrections.py `result_is_given`, form "pair").
+    ("flashinfer.gemm.cake_grouped_fp8_fused_silu_quant",
+     "PreparedGroupGemmFp8NtGroupwiseContiguousSiluQuant.launch",
+     "flashinfer::prepared_group_gemm_fp8_nt_groupwise_contiguous_silu_quant_launch",
+     ("out_s",), None),
     # fused_kda_decode (0.7.2 on): kda_kernels/fused_kda_decode.py run_fused_kda_decode checks
     # `conv_state.data_ptr() % 8` (no trace can read an address), compiles its CuTe DSL kernel
     # and launches it; FlashInfer's module holds it as an alias imported at load, so the

@@ -518,6 +518,18 @@ CORRECTIONS = {
                             "when": {"a": torch.Tensor, "a_scale": torch.Tensor,
                                      "m_indices": torch.Tensor}},
     },
+    # dynafold's declaration of the prepared fused gate_up + SwiGLU + FP8-quant grouped GEMM's
+    # launch (0.7.4; 0.7.2's takes no operands): with a, a_scale, m_indices, out_q and out_s
+    # all given, the programs write `out_q` and `out_s` and launch returns the pair (0.7.4
+    # gemm/cake_grouped_fp8_fused_silu_quant.py:993); the BF16 GEMM workspace of the GEMM +
+    # activation routes and the padding scratch are the prepared object's own, written and
+    # read within the call.
+    ("flashinfer.gemm.cake_grouped_fp8_fused_silu_quant",
+     "PreparedGroupGemmFp8NtGroupwiseContiguousSiluQuant.launch"): {
+        "result_is_given": {"argument": "out_q", "form": "pair", "second": "out_s",
+                            "when": {"a": torch.Tensor, "a_scale": torch.Tensor,
+                                     "m_indices": torch.Tensor, "out_s": torch.Tensor}},
+    },
     # dynafold's declaration of RecurrentKDAPrefillWrapper.run (hooks/dormant_ops.py, a wrapper
     # method): with `output` given, no final state asked for and no checkpoints, the CuTe DSL
     # prefill returns `(output, None)` (0.7.4 and 0.7.2 kda_prefill_cute.py:383, :585/:589).

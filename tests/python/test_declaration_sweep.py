@@ -208,7 +208,9 @@ GEMMS_07 = ["flashinfer.gemm.gemm_base:group_gemm_fp8_nt_groupwise_contiguous"] 
 # 0.7.x's prepared contiguous grouped FP8 GEMM's launch (a wrapper method: data_ptr() checks
 # and the tvm_ffi launch in its body), woken for the call giving every operand.
 PREPARED_GEMMS = ["flashinfer.gemm.cake_grouped_fp8_gemm:"
-                  "PreparedGroupGemmFp8NtGroupwiseContiguous.launch"]
+                  "PreparedGroupGemmFp8NtGroupwiseContiguous.launch",
+                  "flashinfer.gemm.cake_grouped_fp8_fused_silu_quant:"
+                  "PreparedGroupGemmFp8NtGroupwiseContiguousSiluQuant.launch"]
 # 0.7.x's planned packed KDA prefill's run (a wrapper method: its planner's lock, the CuTe DSL
 # compile and launch), woken for the call giving `output` without a final state.
 KDA_PREFILL = ["flashinfer.kda:RecurrentKDAPrefillWrapper.run"]

@@ -408,9 +408,18 @@ def _cake_silu_quant(t, fi):
     from flashinfer.gemm import cake_grouped_fp8_fused_silu_quant as cake
     k, n2 = 512, 256  # K a multiple of 512, 2H of 256
     a, sa, idx = t(M, k, dtype=FP8), t(M, k // 128, dtype=F32), _m_indices()
-    plan = cake.prepare_group_gemm_fp8_nt_groupwise_contiguous_silu_quant(
-        a, t(E, n2, k, dtype=FP8), sa, t(E, n2 // 128, k // 128, dtype=F32), idx)
-    return lambda a, sa, idx: plan.launch(a, sa, idx), (a, sa, idx)
+    h = n2 // 2
+    # prepare() launches its small-M grouped GEMM once, on a CUDA stream (the driver, none
+    # here): the prepared object as prepare() returns it, with no programs bound (a trace
+    # never runs them; dynafold's operator calls launch() at run time).
+    plan = cake.PreparedGroupGemmFp8NtGroupwiseContiguousSiluQuant(
+        route="stand-in", module_name="", grid=(1, 1, 1), out_q=t(M, h, dtype=FP8),
+        out_s=t(M, h // 128, dtype=F32), gemm_backend=None, stage_module_names={},
+        stage_grids={}, m=M, n2=n2, k=k, fill_padding=False, _entries=(), _gemm=None,
+        _gemm_out=None, _padding_source=None, _padding_scratch=None)
+    # per forward: the dispatcher's activations, scales, routing and both outputs rebound
+    return (lambda a, sa, idx, q, s: plan.launch(a, sa, idx, q, s),
+            (a, sa, idx, t(M, h, dtype=FP8), t(M, h // 128, dtype=F32)))
 
 
 def _kimi_projection(t, fi):

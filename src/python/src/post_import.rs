@@ -30,6 +30,7 @@ const FLASHINFER_PLANNERS: &[&str] = &[
     // hooks/dormant_ops.py EXTRA_DECLARATIONS, hooks/method_boundaries.py).
     "flashinfer.fused_moe.cute_dsl.fused_moe",
     "flashinfer.gemm.cake_grouped_fp8_gemm",
+    "flashinfer.gemm.cake_grouped_fp8_fused_silu_quant",
     "flashinfer.kda",
 ];
 
