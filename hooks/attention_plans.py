@@ -678,12 +678,28 @@ def _holds_objects():
 
 
 @torch.compiler.assume_constant_result
-def _hold(module):
-    """The key of a JIT module a caller passes in, noted so the operator finds it; called by
-    Dynamo while it traces, on the real object."""
-    key = id(module)
-    _modules[key] = module
+def _hold(obj):
+    """The key of a Python object a caller passes in (a JIT module, a prepared weight), noted
+    so the operator finds it; called by Dynamo while it traces, on the real object. Held
+    weakly where the object allows it (hooks/method_boundaries.py `hold`: a prepared weight's
+    device tensors are freed with it, and a graph whose object is gone says so), else by its
+    id (a tvm_ffi module takes no weak reference; FlashInfer's loaders keep theirs anyway)."""
+    import sys
+    boundaries = sys.modules.get("_dynafold_method_boundaries")
+    key = boundaries.hold(obj) if boundaries is not None else None
+    if key is None:
+        key = id(obj)
+        _modules[key] = obj
     return key
+
+
+def held(key):
+    """The object `_hold` gave `key` (int() specializes a SymInt key, as for a constant)."""
+    import sys
+    key = int(key)
+    if key in _modules:
+        return _modules[key]
+    return sys.modules["_dynafold_method_boundaries"].held(key)
 
 
 # The signatures the bodies below copy (names, kinds, defaults), 0.6.16 to 0.7.4; a release
@@ -768,7 +784,7 @@ def single_decode_run(
     v. `*args`: the variant's additional tensors and scalars (alibi slopes, soft cap, sm_scale,
     rope reciprocals for the standard variants), its tensors declared mutable
     (hooks/op_narrowing.py VARIADIC)."""
-    _modules[module].run(q, k, v, tmp, o, maybe_lse, layout, window_left, *args)
+    held(module).run(q, k, v, tmp, o, maybe_lse, layout, window_left, *args)
 
 
 def single_prefill_run(
@@ -788,7 +804,7 @@ def single_prefill_run(
     single_prefill_with_kv_cache): writes `o`, `maybe_lse` when given and `tmp`; reads q, k and
     v. `*args`: the variant's additional tensors (custom mask, alibi slopes, FP8 block scales)
     and scalars, its tensors declared mutable (hooks/op_narrowing.py VARIADIC)."""
-    _modules[module].run(q, k, v, tmp, o, maybe_lse, mask_mode, layout, window_left, *args)
+    held(module).run(q, k, v, tmp, o, maybe_lse, mask_mode, layout, window_left, *args)
 
 
 # kimi_k3_fp8_projection (0.7.4 gemm/kimi_k3_fp8_projection.py -> experimental/
@@ -813,8 +829,8 @@ def kimi_k3_project(
     are scratch of this call (docs/op-audit)."""
     import sys
     public = sys.modules[KIMI_K3_PROJECTION].kimi_k3_fp8_projection
-    return public(x, _modules[prepared], out,
-                  workspace=None if workspace is None else _modules[workspace])
+    return public(x, held(prepared), out,
+                  workspace=None if workspace is None else held(workspace))
 
 
 def kimi_k3_projection_through(module):

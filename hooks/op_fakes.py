@@ -817,7 +817,7 @@ def _kimi_k3_project(values):
     bfloat16 (M, n_valid), n_valid from the prepared weight, held by its key while the
     trace runs (hooks/attention_plans.py `_hold`)."""
     import sys
-    prepared = sys.modules["_dynafold_attention_plans"]._modules[values["prepared"]]
+    prepared = sys.modules["_dynafold_attention_plans"].held(values["prepared"])
     x = values["x"]
     return x.new_empty((x.shape[0], int(prepared.n_valid)), dtype=torch.bfloat16)
 

@@ -265,11 +265,9 @@ NO_SCHEMA = {
     "gemm.kimi_k3_fp8_projection":
         "checks data_ptr() alignment (the activations' `% 16`, 0.7.4; the workspace scale "
         "buffer's `% 256`) and picks its store route from `out`'s address on the traced "
-        "path, a break on a GPU too; no dynafold boundary: it takes `prepared: Any` (a "
-        "PreparedProjectionWeight dataclass from prepare_kimi_k3_fp8_projection_weights: the "
-        "weight and scale tiles as device tensors, its shape record and a per-weight "
-        "scale-tile cache it fills on first use) and `workspace: Any` (a ProjectionWorkspace), "
-        "Python objects no operator schema can take",
+        "path, a break on a GPU too; dynafold's boundary holds its `prepared` weight and "
+        "`workspace` (Python objects) by key (hooks/attention_plans.py `_hold`) only on torch "
+        "2.14 on, whose assume_constant_result takes a Python object",
     # 0.7.x kda.py recurrent_kda, SGLang 0.5.23's Kimi-Linear extend call (backend="cute-dsl").
     "recurrent_kda":
         "checks data_ptr() alignment in its backend choice on the traced path "

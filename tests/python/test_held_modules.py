@@ -125,10 +125,17 @@ def projection(x, prepared, out=None, *, workspace=None):
 cake_backend.kimi_k3_fp8_projection = projection
 
 
+class Prepared:
+    '''A PreparedProjectionWeight's fields the stand-in reads (weakly referable, as the
+    dataclass is).'''
+
+    def __init__(self, weight, n_valid):
+        self.weight, self.n_valid, self.device = weight, n_valid, torch.device("cpu")
+
+
 def prepared(seed, n):
     g = torch.Generator().manual_seed(seed)
-    return types.SimpleNamespace(weight=torch.randn(n, 64, generator=g), n_valid=n,
-                                 device=torch.device("cpu"))
+    return Prepared(torch.randn(n, 64, generator=g), n)
 
 
 p, r = prepared(0, 32), prepared(1, 48)
@@ -166,6 +173,12 @@ out["ran_at_run_time"] = ran == [False] * 6
 compiled = torch.compile(given, fullgraph=True)
 got, want = compiled(x, r, ws), given(x, r, ws)
 out["given"] = torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+# Held weakly: a prepared weight the caller drops is freed (its device tensors with it).
+import gc, weakref
+gone = weakref.ref(r)
+del r
+gc.collect()
+out["freed"] = gone() is None
 print("RESULT " + json.dumps(out))
 """
 
@@ -183,6 +196,7 @@ def test_a_prepared_weight_is_held_by_key(preload, tmp_path):
     assert got["fresh_p"] and got["fresh_r"] and got["fresh_p_again"], got
     assert got["graphs"] == 2 and got["ran_at_run_time"], got
     assert got["given"], got
+    assert got["freed"], got
 
 
 FRESH_SCHEMAS = r"""
