@@ -30,7 +30,11 @@ ALWAYS = ["top_k_renorm_probs", "bmm_fp8", "top_k_page_table_transform",
           "BatchPrefillWithRaggedKVCacheWrapper.forward_return_lse",
           # An experimental API (0.7.4's first-call warning, kept out of traced code) that is
           # also one of dynafold's boundaries: its operator, not the warning's call-through.
-          "sparse.qsa_sparse_paged_attention"]
+          "sparse.qsa_sparse_paged_attention",
+          # Python objects held by key (hooks/attention_plans.py `_hold`): a caller's JIT
+          # module, a prepared weight; a prepared wrapper returning a pair of given buffers.
+          "decode.single_decode_with_kv_cache_with_jit_module", "gemm.kimi_k3_fp8_projection",
+          "gemm.PreparedGroupGemmFp8NtGroupwiseContiguousSiluQuant.launch"]
 
 
 def _unnumbered(operators):

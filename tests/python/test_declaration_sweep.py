@@ -226,7 +226,8 @@ MINIMAX_H3 = ["flashinfer.prefill:" + name for name in (
 ROUTING_METADATA = ["_dynafold_attention_plans:trtllm_moe_populate_routing_metadata"]
 # 0.7.x's Kimi-K3 fused router (data_ptr() checks; a KimiK3RoutePlan NamedTuple in and out):
 # dynafold's declarations of its call without and with the caller's plan.
-KIMI_K3 = ["_dynafold_attention_plans:" + name for name in ("kimi_k3_route", "kimi_k3_route_into")]
+KIMI_K3 = ["_dynafold_attention_plans:" + name for name in (
+    "kimi_k3_route", "kimi_k3_route_into", "kimi_k3_project")]
 # 0.7.x's alphamoe_nvfp4_finalize_deferred: the AlphaMoE module's
 # `nvfp4_complete_routed_finalize_op`, called in its body on the deferred object's tensors.
 ALPHAMOE_FINALIZE = ["_dynafold_attention_plans:alphamoe_complete_routed_finalize"]

@@ -297,7 +297,21 @@ ARGUMENTS = {"flashinfer.mla_kv_pack:concat_mla_kv_quant_fp8": {"nope_dim": 32},
              # fmha_varlen (dynafold's declaration) is woken for the call that gives its plan
              # (hooks/op_narrowing.py `plan_info`), as the ragged wrapper's cutlass backend does.
              "flashinfer.prefill:fmha_varlen": {
-                 "plan_info": [torch.arange(3, dtype=torch.int32) for _ in range(4)]}}
+                 "plan_info": [torch.arange(3, dtype=torch.int32) for _ in range(4)]},
+             # dynafold's declaration of kimi_k3_fp8_projection takes its prepared weight by
+             # key (hooks/attention_plans.py `_hold`, called here as a trace calls it); the
+             # fake reads the weight's n_valid.
+             "_dynafold_attention_plans:kimi_k3_project": {
+                 "prepared": lambda: sys.modules["_dynafold_attention_plans"]._hold(_PREPARED),
+                 "workspace": None}}
+
+
+class _Prepared:
+    """A Kimi-K3 prepared projection weight, as much of it as the fake reads."""
+    n_valid = 16
+
+
+_PREPARED = _Prepared()
 
 
 def _may_be_tensor(hint):
@@ -336,7 +350,8 @@ def arguments(fn, row, fake, keep_result):
                 values[p.name] = p.default
             else:
                 values[p.name] = _value(p.name, hint, shape, row["writes"])
-        values.update(ARGUMENTS.get(f"{fn.__module__}:{fn.__qualname__}", {}))
+        values.update({k: v() if callable(v) else v for k, v in ARGUMENTS.get(
+            f"{fn.__module__}:{fn.__qualname__}", {}).items()})
         # The values the operator takes a given-buffer call, or a fresh-result call, with
         # (hooks/op_corrections.py).
         fix = ops_module().op_corrections.of(fn)
