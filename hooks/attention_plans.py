@@ -668,16 +668,21 @@ def kimi_k3_fused_router_through(plan_class):
 def _holds_objects():
     """Whether this torch's `assume_constant_result` passes a Python object through (guarded
     on its identity; torch 2.14 on) rather than asking it for a constant, which would stop
-    the trace in dynafold's code instead of FlashInfer's."""
+    the trace in dynafold's code instead of FlashInfer's. Called at a compile's start, when
+    Dynamo is imported: `_hold` is marked then, not at this module's import, which would
+    import torch._dynamo into every process that imports FlashInfer."""
     from torch._dynamo.variables import functions
     convert = getattr(functions, "invoke_and_store_as_constant", None)
     try:
-        return convert is not None and "UserDefinedObjectVariable" in inspect.getsource(convert)
+        takes = convert is not None and "UserDefinedObjectVariable" in inspect.getsource(
+            convert)
     except (OSError, TypeError):
         return False
+    if takes:
+        torch.compiler.assume_constant_result(_hold)
+    return takes
 
 
-@torch.compiler.assume_constant_result
 def _hold(obj):
     """The key of a Python object a caller passes in (a JIT module, a prepared weight), noted
     so the operator finds it; called by Dynamo while it traces, on the real object. Held
