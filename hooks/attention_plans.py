@@ -658,10 +658,9 @@ def kimi_k3_fused_router_through(plan_class):
 # and call its tvm_ffi `run` in their bodies, which no trace can enter. Under compile Dynamo
 # traces `single_decode_through` / `single_prefill_through` instead: FlashInfer's body, its
 # allocations and its constants (read from the module), with the call to `run` made through
-# dynafold's declaration keyed by the module. The key is the module's id, taken at trace time
-# by `_hold` (`assume_constant_result`: Dynamo calls it on the real object and guards the graph
-# on that object's identity, so another module compiles a graph of its own, never reuses this
-# one). Nothing here constructs an object in the trace: a class of dynafold's, or
+# dynafold's declaration keyed by the module. The key is taken at trace time by `_hold`
+# (`assume_constant_result`: Dynamo calls it on the real object and guards the graph on that
+# object's identity, so another module compiles a graph of its own, never reuses this one). Nothing here constructs an object in the trace: a class of dynafold's, or
 # SimpleNamespace on torch 2.14, is refused in a substituted function's trace.
 
 
@@ -735,8 +734,6 @@ def _constants(public):
 
 def single_decode_through(public):
     """What Dynamo traces instead of single_decode_with_kv_cache_with_jit_module."""
-    if not _holds_objects():
-        raise RuntimeError("this torch's assume_constant_result takes no Python object")
     tmp_size, layouts = _constants(public)
 
     def single_decode_with_kv_cache_with_jit_module(
@@ -754,8 +751,6 @@ def single_decode_through(public):
 
 def single_prefill_through(public):
     """What Dynamo traces instead of single_prefill_with_kv_cache_with_jit_module."""
-    if not _holds_objects():
-        raise RuntimeError("this torch's assume_constant_result takes no Python object")
     tmp_size, layouts = _constants(public)
 
     def single_prefill_with_kv_cache_with_jit_module(
@@ -838,31 +833,34 @@ def kimi_k3_project(
                   workspace=None if workspace is None else held(workspace))
 
 
-def kimi_k3_projection_through(module):
+def kimi_k3_projection_through(public):
     """What Dynamo traces instead of kimi_k3_fp8_projection."""
-    if not _holds_objects():
-        raise RuntimeError("this torch's assume_constant_result takes no Python object")
-    params = inspect.signature(inspect.unwrap(module.kimi_k3_fp8_projection)).parameters
+    params = inspect.signature(public).parameters
     if list(params) != ["x", "prepared", "out", "workspace", "backend"]:
         raise RuntimeError("kimi_k3_fp8_projection's signature changed")
 
     def kimi_k3_fp8_projection(x, prepared, out=None, *, workspace=None, backend="cake"):
         if backend != "cake":
             raise ValueError("the Kimi-K3 FP8 projection currently supports backend='cake'")
-        held = None if workspace is None else _hold(workspace)
-        return kimi_k3_project(x, _hold(prepared), out, held)
+        workspace_key = None if workspace is None else _hold(workspace)
+        return kimi_k3_project(x, _hold(prepared), out, workspace_key)
 
     return kimi_k3_fp8_projection
 
 
 def _held_argument(public_name, through):
-    """REBUILT's entry for a public function taking a caller's JIT module."""
-    return lambda module: through(inspect.unwrap(getattr(module, public_name)))
+    """REBUILT's entry for a public function taking Python objects `_hold` keeps: what
+    `through` makes of FlashInfer's function, where this torch lets `_hold` take them."""
+    def rebuilt(module):
+        if not _holds_objects():
+            raise RuntimeError("this torch's assume_constant_result takes no Python object")
+        return through(inspect.unwrap(getattr(module, public_name)))
+    return rebuilt
 
 
 # (module, public function) -> (the module holding the Python object's class, or the public
-# function itself for a JIT module argument; a function of that module giving what Dynamo
-# traces instead of the public function).
+# function's own for one taking objects `_hold` keeps; a function of that module giving what
+# Dynamo traces instead of the public function).
 REBUILT = {
     (KIMI_K3_PUBLIC, "kimi_k3_fused_router"): (
         KIMI_K3_BACKEND, lambda backend: kimi_k3_fused_router_through(backend.KimiK3RoutePlan)),
@@ -871,6 +869,6 @@ REBUILT = {
                                              through))
        for kind, through in (("decode", single_decode_through),
                              ("prefill", single_prefill_through))},
-    (KIMI_K3_PROJECTION, "kimi_k3_fp8_projection"): (KIMI_K3_PROJECTION,
-                                                     kimi_k3_projection_through),
+    (KIMI_K3_PROJECTION, "kimi_k3_fp8_projection"): (
+        KIMI_K3_PROJECTION, _held_argument("kimi_k3_fp8_projection", kimi_k3_projection_through)),
 }
