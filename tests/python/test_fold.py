@@ -46,6 +46,14 @@ def flashinfer_path(version):
     return str(p)
 
 
+def flashinfer_env(version, tmp_path, **extra):
+    """A clean environment importing FlashInfer `version`, its nvcc a stand-in saying CUDA 12.8
+    and its JIT workspace under `tmp_path`."""
+    return clean_env(PYTHONPATH=flashinfer_path(version),
+                     CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")),
+                     FLASHINFER_WORKSPACE_BASE=str(tmp_path / "fi-workspace"), **extra)
+
+
 BASE_PATH = "/usr/bin:/bin"
 
 

@@ -8,8 +8,8 @@ The modules are CPU stand-ins that write what FlashInfer's kernels write (`o`, `
 given, the split-KV scratch), each its own way, so a graph reusing another module's key would
 give the other module's values."""
 
-from conftest import clean_env, run, result_of
-from test_fold import PYTHON, flashinfer_path, release_text, toolkit
+from conftest import run, result_of
+from test_fold import PYTHON, flashinfer_env
 
 SCRIPT = r"""
 import json, torch
@@ -85,10 +85,7 @@ print("RESULT " + json.dumps(out))
 
 
 def test_a_callers_jit_module_is_an_operator_keyed_by_the_module(preload, tmp_path):
-    env = clean_env(PYTHONPATH=flashinfer_path("0.7.4"),
-                    CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")),
-                    FLASHINFER_WORKSPACE_BASE=str(tmp_path / "fi-workspace"),
-                    LD_PRELOAD=preload)
+    env = flashinfer_env("0.7.4", tmp_path, LD_PRELOAD=preload)
     got = result_of(run([str(PYTHON), "-c", SCRIPT], env, timeout=600))
     assert got["targets"] == ["dynafold_flashinfer.single_decode_run_jit.default",
                               "dynafold_flashinfer.single_prefill_run_jit.default"], got
@@ -187,10 +184,7 @@ def test_a_prepared_weight_is_held_by_key(preload, tmp_path):
     """0.7.4's kimi_k3_fp8_projection: its prepared weight and workspace (Python objects) held
     by key, the call one operator, compiled equals eager with and without `out`, one graph per
     prepared weight. The Cake programs (SM100) are a CPU stand-in writing what they write."""
-    env = clean_env(PYTHONPATH=flashinfer_path("0.7.4"),
-                    CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")),
-                    FLASHINFER_WORKSPACE_BASE=str(tmp_path / "fi-workspace"),
-                    LD_PRELOAD=preload)
+    env = flashinfer_env("0.7.4", tmp_path, LD_PRELOAD=preload)
     got = result_of(run([str(PYTHON), "-c", PROJECTION], env, timeout=600))
     assert got["targets"] == ["dynafold_flashinfer.kimi_k3_project_fresh.default"], got
     assert got["fresh_p"] and got["fresh_r"] and got["fresh_p_again"], got
@@ -221,10 +215,7 @@ def test_a_fresh_operator_marks_no_none_only_buffer_mutable(preload, tmp_path):
     only as None: its schema must not mark it mutable, since inductor cannot lower an operator
     whose only mutable argument is None (torch 2.9-2.15, "getitem is not an OpOverload"; the
     projection test above compiles one with inductor). The call that gives `out` writes it."""
-    env = clean_env(PYTHONPATH=flashinfer_path("0.7.4"),
-                    CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")),
-                    FLASHINFER_WORKSPACE_BASE=str(tmp_path / "fi-workspace"),
-                    LD_PRELOAD=preload)
+    env = flashinfer_env("0.7.4", tmp_path, LD_PRELOAD=preload)
     got = result_of(run([str(PYTHON), "-c", FRESH_SCHEMAS], env, timeout=300))
     for name in ("mm_fp4", "mm_bf16", "mm_mxfp8"):
         assert got[name] == ["out"], got

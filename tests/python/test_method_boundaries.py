@@ -7,8 +7,8 @@ each object is its own graph; a graph whose object is gone says so.
 The method's body is replaced by a CPU stand-in (FlashInfer's launches a Blackwell program),
 and its boundary made again over it, as the import made it over FlashInfer's."""
 
-from conftest import clean_env, run, result_of
-from test_fold import PYTHON, flashinfer_path, release_text, toolkit
+from conftest import run, result_of
+from test_fold import PYTHON, flashinfer_env
 
 SCRIPT = r"""
 import gc, json, sys, torch
@@ -84,10 +84,7 @@ print("RESULT " + json.dumps(out))
 
 
 def test_a_wrapper_method_is_an_operator_by_its_objects_key(preload, tmp_path):
-    env = clean_env(PYTHONPATH=flashinfer_path("0.7.4"),
-                    CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")),
-                    FLASHINFER_WORKSPACE_BASE=str(tmp_path / "fi-workspace"),
-                    LD_PRELOAD=preload)
+    env = flashinfer_env("0.7.4", tmp_path, LD_PRELOAD=preload)
     got = result_of(run([str(PYTHON), "-c", SCRIPT], env, timeout=300))
     assert got["dispatcher"] is True and got["init_holds"] is True, got
     assert got["eager_ran_eagerly"] is True, got
