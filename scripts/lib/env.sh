@@ -53,6 +53,9 @@ SGLANG_SERVER_DEPS="annotated-doc==0.0.7 asttokens==3.0.2 cffi==2.1.1 compressed
 # one by a .pth file, so torch is not installed twice.
 CUTLASS_DSL_VERSION=4.8.1
 CUTLASS_VENV="$DYNAFOLD_CACHE/venv-cutlass-dsl$CUTLASS_DSL_VERSION-torch$TORCH_VERSION"
+# cuDNN's Python frontend (11 MB; the libcudnn under it is torch's own): FlashInfer's cuDNN
+# GEMM backends build their graphs with it, in the API table's fake check (scripts/api-status).
+CUTLASS_EXTRAS="nvidia-cudnn-frontend==1.32.0"
 
 log() { printf '[dynafold setup] %s\n' "$*" >&2; }
 
@@ -129,7 +132,13 @@ ensure_sglang_venv() {
 # ensure_cutlass_venv: nvidia-cutlass-dsl $CUTLASS_DSL_VERSION over the torch environment.
 ensure_cutlass_venv() {
   local venv=$CUTLASS_VENV under own
-  if [ -x "$venv/bin/python" ] && [ -f "$venv/.complete" ]; then return 0; fi
+  if [ -x "$venv/bin/python" ] && [ -f "$venv/.complete" ]; then
+    [ "$(cat "$venv/.complete")" = "$CUTLASS_EXTRAS" ] && return 0
+    log "adding $CUTLASS_EXTRAS to $venv"
+    "$venv/bin/python" -m pip install -q --no-deps $CUTLASS_EXTRAS || return 1
+    printf '%s' "$CUTLASS_EXTRAS" > "$venv/.complete"
+    return 0
+  fi
   log "creating $venv (nvidia-cutlass-dsl $CUTLASS_DSL_VERSION over $VENV; first time only)"
   # The torch environment's interpreter: the .pth below needs the same CPython.
   fresh_venv "$VENV/bin/python" "$venv" || return 1
@@ -137,7 +146,8 @@ ensure_cutlass_venv() {
   own=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') || return 1
   printf '%s\n' "$under" > "$own/dynafold-torch-venv.pth"
   "$venv/bin/python" -m pip install -q "nvidia-cutlass-dsl==$CUTLASS_DSL_VERSION" || return 1
-  touch "$venv/.complete"
+  "$venv/bin/python" -m pip install -q --no-deps $CUTLASS_EXTRAS || return 1
+  printf '%s' "$CUTLASS_EXTRAS" > "$venv/.complete"
 }
 
 # ensure_build_wheelhouse: the wheels of the build requirements pyproject.toml names, downloaded
