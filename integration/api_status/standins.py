@@ -29,7 +29,9 @@ Dynamo; the kernels are never run (under FakeTensorMode the operators' fakes ans
    FlashInfer downloads before it builds, and this machine has no network) give a spec whose
    `build_and_load` is (2)'s and no cubin library paths; `setup_cubin_loader` does nothing.
    FlashInfer's loaders around them run as shipped and declare their ops (as the fp4-layer
-   branch's tests/python/helpers/blackwell_standins.py does for the fused MoE). So does 0.7.4's
+   branch's tests/python/helpers/blackwell_standins.py does for the fused MoE). So do 0.7.x's
+   CuTe DSL MoE routing-sort build (`gen_moe_utils_module`, which downloads the same
+   trtllm-gen headers) and 0.7.4's
    SM120 fmha_v2 build (`gen_trtllm_fmha_v2_sm120_module`), whose spec generates its kernel
    sources by compiling and running a traits printer with nvcc, which this machine lacks.
 7. The device switch Dynamo makes at trace time for `with torch.cuda.device(...)` (a driver
@@ -47,6 +49,7 @@ Dynamo; the kernels are never run (under FakeTensorMode the operators' fakes ans
 import collections
 import contextlib
 import functools
+import re
 import sys
 import types
 
@@ -150,6 +153,9 @@ class _Built(types.SimpleNamespace):
             raise AttributeError(name)
         return _kernel(name)
 
+    def __getitem__(self, name):  # a tvm_ffi module's function by name (0.7.x's moe_sort)
+        return _kernel(name)
+
     def __call__(self, *args, **kwargs):
         # A CuTe DSL kernel built by FlashInfer's JIT (0.7.4's `build_and_load_cute_dsl_kernel`:
         # the fused gated norms) is the loaded module called itself.
@@ -178,15 +184,29 @@ def _is_available():
     return torch.compiler.is_dynamo_compiling() or _runtime_is_available()
 
 
+# FlashInfer's getters of a CuTe DSL kernel compiled for the device: `_get_compiled_kernel*`
+# (the quantizers'), `_get_compiled_<op>_kernel*` (0.6/0.7.2's CuTe DSL norms: rmsnorm,
+# fused_add_rmsnorm, layernorm and their quant forms; the TGV GEMM's `cute_ext` kernel), the
+# BF16 x FP4 GEMM's (0.7.4 `_get_sm100_bf16_fp4_kernel`, 0.6.16 `_get_cute_dsl_bf16_fp4_gemm`),
+# `(get_)cached_compile` (0.7.x's GDN prefill: kernels compiled through a cache of its own).
+# Not 0.7.4's GDN decode `_get_compiled_decode_kernel`: it returns a per-shape dict that its
+# caller compiles into.
+COMPILED_KERNEL_GETTER = re.compile(
+    r"(?!_get_compiled_decode_kernel$)_get_compiled_(\w+_)?kernel(_\w+)?$|"
+    r"_get_sm100_bf16_fp4_kernel$|_get_cute_dsl_bf16_fp4_gemm$|(get_)?cached_compile$")
+
+
 @contextlib.contextmanager
 def eager_shape_run(kernels_return=True):
     """FlashInfer's Python run eagerly to its end on fake tensors: kernels return nothing, a
     Triton launch does nothing, and what asks the driver answers without it: the per-stream
     scratch lookup (the stream) gives a fresh buffer of the size asked, the sampling seed and
     offset (the CUDA generator) are 0, a device switch (torch.cuda.device) switches nothing, a
-    CuTe DSL kernel compiled for the device (`_get_compiled_kernel*`) launches nothing, the
-    current stream's raw handle is 0. With kernels_return False the kernels still raise,
-    naming themselves: the run stops at the first one, past the driver questions."""
+    CuTe DSL kernel compiled for the device (COMPILED_KERNEL_GETTER) launches nothing, the
+    current stream's raw handle is 0, streams and events (made or used) order nothing, and
+    cuDNN's graphs skip the steps that ask the device. With kernels_return False the kernels
+    still raise, naming themselves: the run stops at the first one, past the driver
+    questions."""
     def scratch(name, num_bytes, device, zero_init=False):
         return torch.empty(num_bytes, dtype=torch.uint8, device=device)
 
@@ -204,10 +224,17 @@ def eager_shape_run(kernels_return=True):
             if hasattr(module, attr):
                 patched.append((module, attr, getattr(module, attr)))
                 setattr(module, attr, answer)
-        for attr in [a for a in vars(module) if a.startswith("_get_compiled_kernel")]:
+        for attr in [a for a in vars(module) if COMPILED_KERNEL_GETTER.match(a)]:
             # A CuTe DSL kernel compiled for the device (cute.compile needs its driver)
             patched.append((module, attr, getattr(module, attr)))
             setattr(module, attr, _compiled_cute_dsl_kernel)
+        if module.__name__ == "flashinfer.deep_gemm":
+            # DeepGEMM's TMA descriptors (encoded by the driver) and its kernel runtime (a
+            # downloaded cubin, loaded by the driver): a runtime that launches nothing.
+            for attr, answer in (("make_tma_xd_desc", lambda *args, **kwargs: None),
+                                 ("load", lambda name, code: lambda **kwargs: None)):
+                patched.append((module, attr, getattr(module, attr)))
+                setattr(module, attr, answer)
         if callable(vars(module).get("get_cute_dsl_compiled_masked_gemm_kernel")):
             # 0.7.x's masked grouped GEMM (Blackwell, Rubin): the kernel compiled for the
             # device, whose wrapper returns the output it wrote, `c_tensor_gpu`
@@ -227,10 +254,38 @@ def eager_shape_run(kernels_return=True):
         patched.append((torch.cuda, attr, getattr(torch.cuda, attr)))
         setattr(torch.cuda, attr, lambda device: 0)
     # the raw stream handle a Cake or CuTe DSL launch passes (0.7.x's packed KDA decode):
-    # the null stream's, 0
-    patched.append((torch.cuda, "current_stream", torch.cuda.current_stream))
-    torch.cuda.current_stream = lambda device=None: types.SimpleNamespace(
-        cuda_stream=0, device_index=0, device_type=1, device=torch.device("cuda", 0))
+    # the null stream's, 0; streams and events FlashInfer makes to overlap work (0.7.x's CuTe
+    # DSL fused MoE zeroes its output on an aux stream) order nothing with no kernel running
+    for attr, answer in (("current_stream", lambda device=None: _Stream()),
+                         ("Stream", _Stream), ("Event", _Event),
+                         ("stream", lambda stream=None: contextlib.nullcontext())):
+        patched.append((torch.cuda, attr, getattr(torch.cuda, attr)))
+        setattr(torch.cuda, attr, answer)
+    # the cuBLAS handle 0.6.16's FP8 GEMM runner passes its kernel (raw, like the stream's)
+    patched.append((torch.cuda, "current_blas_handle", torch.cuda.current_blas_handle))
+    torch.cuda.current_blas_handle = lambda: 0
+    patched.append((torch.Tensor, "record_stream", torch.Tensor.record_stream))
+    torch.Tensor.record_stream = lambda self, stream: None
+    # Those created before, or left half made by a run that met the driver (a dict holding the
+    # events and no stream: KeyError 'aux_stream'), are made again from the stand-ins.
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("flashinfer") and (
+                "_cuda_graph_resources" in vars(module)):
+            made = module._cuda_graph_resources
+            patched.append((module, "_cuda_graph_resources", made))
+            module._cuda_graph_resources = {} if isinstance(made, dict) else None
+    patched.extend(_cudnn_without_device())
+    dsl = sys.modules.get("cutlass.cute")
+    if dsl is not None and hasattr(dsl, "compile"):
+        # a CuTe DSL kernel compiled inline (`cute.compile(...)`, `cute.compile[opts](...)`,
+        # 0.7.4's contiguous grouped FP8 GEMM) launches nothing, as the getters' do
+        patched.append((dsl, "compile", dsl.compile))
+        dsl.compile = _Compile()
+    dsl_utils = sys.modules.get("cutlass.utils")
+    if dsl_utils is not None and hasattr(dsl_utils, "HardwareInfo"):
+        # the CuTe DSL's occupancy queries (the driver's), answered for the stand-in device
+        patched.append((dsl_utils, "HardwareInfo", dsl_utils.HardwareInfo))
+        dsl_utils.HardwareInfo = _HardwareInfo
     jit = sys.modules.get("triton.runtime.jit")
     if jit is not None:
         patched.append((jit.JITFunction, "run", jit.JITFunction.run))
@@ -244,8 +299,104 @@ def eager_shape_run(kernels_return=True):
             setattr(owner, attr, value)
 
 
+# The steps of a cuDNN graph that ask the device (the frontend's validate/heuristics/plan
+# build, its execution) and what each answers without one: the graph's own construction
+# (tensors, matmul, block-scale dequantize) runs for real in the installed frontend.
+CUDNN_DEVICE_STEPS = {
+    "validate": None, "build_operation_graph": None, "create_execution_plans": None,
+    "check_support": None, "build_plans": None, "build_plan_at_index": None, "build": None,
+    "execute": None, "execute_plan_at_index": None,
+    "get_workspace_size": 1 << 20, "get_workspace_size_plan_at_index": 1 << 20,
+    "get_execution_plan_count": 1,
+}
+
+
+def _cudnn_without_device():
+    """cuDNN's Python frontend (nvidia-cudnn-frontend, over the libcudnn torch ships) as
+    FlashInfer's cuDNN backends use it, on this machine: a handle needs a device (the
+    stand-in handle is None, which the frontend's graph takes), and so do the steps above.
+    Returns what it replaced, for eager_shape_run to put back."""
+    cudnn = sys.modules.get("cudnn")
+    if cudnn is None or not hasattr(cudnn, "pygraph"):
+        return []
+    replaced = [(cudnn, "create_handle", cudnn.create_handle),
+                (cudnn, "set_stream", cudnn.set_stream)]
+    cudnn.create_handle = lambda *args, **kwargs: None
+    cudnn.set_stream = lambda *args, **kwargs: None
+    for step, answer in CUDNN_DEVICE_STEPS.items():
+        if hasattr(cudnn.pygraph, step):
+            replaced.append((cudnn.pygraph, step, getattr(cudnn.pygraph, step)))
+            setattr(cudnn.pygraph, step, lambda self, *args, _answer=answer, **kwargs: _answer)
+    return replaced
+
+
+class _Compile:
+    def __getitem__(self, options):
+        return self
+
+    def __call__(self, *args, **kwargs):
+        return _compiled_cute_dsl_kernel()
+
+
+class _HardwareInfo:
+    """cutlass.utils.HardwareInfo for the stand-in device: one cluster per `cluster_size` SMs
+    active at once, its SM count, its L2 size."""
+
+    def __init__(self, device_id=0):
+        pass
+
+    def get_max_active_clusters(self, cluster_size, stream=None):
+        return DEVICES[current[0]]["multi_processor_count"] // cluster_size
+
+    def get_device_multiprocessor_count(self):
+        return DEVICES[current[0]]["multi_processor_count"]
+
+    def get_l2_cache_size_in_bytes(self):
+        return DEVICES[current[0]]["L2_cache_size"]
+
+
+class _Stream:
+    """A stream as eager FlashInfer code uses one: a raw handle, a device, ordering calls."""
+    cuda_stream = 0
+    device_index = 0
+    device_type = 1
+    device = torch.device("cuda", 0)
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def wait_event(self, event):
+        pass
+
+    def wait_stream(self, stream):
+        pass
+
+    def record_event(self, event=None):
+        return event or _Event()
+
+    def synchronize(self):
+        pass
+
+
+class _Event:
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def record(self, stream=None):
+        pass
+
+    def wait(self, stream=None):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def query(self):
+        return True
+
+
 class _CompiledKernel(tuple):
-    """What a CuTe DSL kernel getter (`_get_compiled_kernel*`: the quantizers', the fused
+    """What a CuTe DSL kernel getter (COMPILED_KERNEL_GETTER: the quantizers', the fused
     RMSNorm + FP4 ones') gives in an eager shape run: a kernel that launches nothing, called
     itself (the norms' getters return the launcher) or unpacked with the launch's block unit
     (the quantizers' return `(kernel, rows or SF blocks per CTA)`, which sizes only the grid)."""
@@ -280,7 +431,9 @@ def _kernel(name):
     @torch._dynamo.disable
     def kernel(*args, **kwargs):
         if eager_shapes[0]:
-            return answer
+            # A module's `init` makes its runner (the fused MoE's, the SM90 FP8 block-scale
+            # GEMM's), an FFI object whose methods are kernels and queries like the module's.
+            return _Built() if name == "init" else answer
         raise NotImplementedError(f"{name}: a JIT kernel, not built on this CPU-only machine")
     # Dynamo's message names the function: say which JIT module function the trace reached.
     kernel.__name__ = kernel.__qualname__ = f"jit_module.{name}"
@@ -314,6 +467,9 @@ class _Spec:
 
 
 NVCC_GENERATED_SPECS = {"gen_trtllm_fmha_v2_sm120_module"}
+# Specs that download trtllm-gen headers before they build (0.7.x's CuTe DSL MoE routing sort,
+# jit/moe_utils.py: the BMM export headers, checked against checksums.txt).
+DOWNLOADING_SPECS = {"gen_moe_utils_module"}
 
 
 def _trtllm_gen_builds():
@@ -323,7 +479,7 @@ def _trtllm_gen_builds():
         for attr in list(vars(module)):
             if attr.startswith("gen_") and attr.endswith("_module") and (
                     "fused_moe" in attr or attr.startswith("gen_trtllm_gen")
-                    or attr in NVCC_GENERATED_SPECS):
+                    or attr in NVCC_GENERATED_SPECS or attr in DOWNLOADING_SPECS):
                 setattr(module, attr, lambda *args, **kwargs: _Spec())
         if callable(vars(module).get("setup_cubin_loader")):
             module.setup_cubin_loader = lambda *args, **kwargs: None

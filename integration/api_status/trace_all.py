@@ -104,9 +104,18 @@ def check_fake(fn, args, traced):
     eagerly on the same fake tensors with the kernels returning nothing (standins.py), so
     FlashInfer's Python allocates the results itself; its (shape, dtype) leaves must equal
     the compiled call's."""
+    loaded = set(sys.modules)
     try:
-        with standins.eager_shape_run():
-            eager = _leaves(fn(*args))
+        try:
+            with standins.eager_shape_run():
+                eager = _leaves(fn(*args))
+        except Exception:
+            if not {m for m in set(sys.modules) - loaded if m.startswith("flashinfer")}:
+                raise
+            # The call imported FlashInfer modules of its own (a kernel module imported in
+            # the function body), after the run's stand-ins were put in: once more, with them.
+            with standins.eager_shape_run():
+                eager = _leaves(fn(*args))
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt):
             raise
@@ -164,15 +173,27 @@ def _named_device(outcome):
 
 # (FlashInfer's supported_compute_capability refusal lists the SM100 family alone as
 # "supported compute capabilities: [100, 103, 107]": 0.7.x's paged MQA logits.)
-SM100_ONLY = re.compile(r"SM10\d|compute capability 10\.\d|requires SM100|Blackwell|"
-                        r"supported compute capabilities: \[10\d(, 10\d)*\]")
+SM100_ONLY = re.compile(r"SM10[\dx]|compute capability 10\.\d|requires SM100|Blackwell|"
+                        r"supported compute capabilities: \[10\d(, 10\d)*\]|"
+                        # the CuTe DSL's target with no device to detect (0.7.4's GDN decode)
+                        r"compiles this process for sm_10\da")
+# FlashInfer's backend checks refusing the device answered without naming another
+# (backend_requirement's "does not support backend 'X' with capability 90", "does not support
+# compute capability 100", its auto selection finding none): the next stand-in is tried.
+REFUSES = re.compile(r"(?:with|compute) capability (\d+)\b|No suitable auto backends found|"
+                     r"backend '\w+' is not available on cuda")
+NEXT_DEVICE = {90: 100, 100: 120, 120: 110}
 
 
 def _refusing_device(why, sm):
-    """The device FlashInfer's eager device check names in `why` (it refused `sm`), or None."""
+    """The device FlashInfer's eager device check names in `why` (it refused `sm`), the next
+    stand-in where it names none, or None where `why` is no device refusal."""
     named = _named_device({"calls": {"": {"ok": False, "error": why}}})
     if named is None and sm == 90 and SM100_ONLY.search(why):
         named = 100
+    refused = REFUSES.search(why)
+    if named is None and refused and refused.group(1) in (None, str(sm)):
+        named = NEXT_DEVICE.get(sm)
     return named
 
 
@@ -197,17 +218,19 @@ def try_op(build, timeout):
             try:
                 if traced["ok"]:
                     traced.update(check_fake(fn, args, traced["results"]))
-                    named = _refusing_device(traced.get("why", ""), sm)
-                    if traced["fake_check"] == "not checked" and named:
+                    named, tried = _refusing_device(traced.get("why", ""), sm), {sm}
+                    while traced["fake_check"] == "not checked" and named not in tried | {None}:
                         # Traced through an operator that holds FlashInfer's device check:
                         # its own Python refuses this device eagerly, so its allocation is
-                        # read as the device it names.
+                        # read as the device it names (or the next one, where it names none).
+                        tried.add(named)
                         standins.answer_as(named)
-                        traced.pop("why")
+                        traced.pop("why", None)
                         try:
                             traced.update(check_fake(fn, args, traced["results"]))
                         finally:
                             standins.answer_as(sm)
+                        named = _refusing_device(traced.get("why", ""), named)
                 else:
                     traced["eager"] = eager_error(fn, args)
             except OpTimeout:
