@@ -55,7 +55,12 @@ def _detail(row):
         ops = ", ".join(o.replace("dynafold_flashinfer.", "").replace(".default", "")
                         for o in row.get("operators", [])) or "no FlashInfer operator"
         check = row.get("fake_check")
-        return f"{where}; {ops}" + (f"; fake check: {check}" if check else "")
+        whys = [f"{label}: {c['why']}" for label, c in row.get("fake_checks", {}).items()
+                if c.get("why")]
+        if whys:  # why not (or only partly) checked: where FlashInfer's Python stopped
+            check += f" ({'; '.join(whys)})"
+        text = f"{where}; {ops}" + (f"; fake check: {check}" if check else "")
+        return text.replace("|", "\\|").replace("\n", " ")
     text = row.get("reason") or row.get("error", "")
     if row["status"] == "fails" and row.get("reason"):
         text += f" (error: {row.get('error', '')[:200]})"
