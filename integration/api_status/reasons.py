@@ -10,16 +10,11 @@ RULES = [
      "reaches FlashInfer's JIT module function `{0}` directly, outside any op declaration "
      "(register_custom_op): no operator boundary, so Dynamo meets the opaque tvm_ffi call, a "
      "break on a GPU too; needs a dynafold boundary"),
-    # Tried on 2026-12-01 with nvidia-cudnn-frontend 1.32.0 on the path (pip: 2 min, 625 MB with
-    # the CuTe DSL, tvm_ffi and cuda-bindings copies it pulls; `import cudnn` works without a
-    # driver, its backend_version() does not, no libcudnn): no op of 0.7.4 traces with it.
-    # grouped_mm_bf16/fp8 then stop at cuDNN's pybind graph objects (Dynamo: "callable object
-    # with no traceable __call__"; eager: cudnnHandle Create fails, no driver), bmm_mxfp8 (as
-    # an SM100) at the AutoTuner's lock, chunk_gated_delta_rule2 and chunk_gated_delta_product
-    # at the raw stream handle of their launch, qsa_forward and qsa_indexed_forward still at
-    # their import_module: each a break on a GPU too, needing a dynafold boundary around the
-    # public function, which would hold the frontend check as well. So the environment does
-    # not install it.
+    # The table's environment has cuDNN's Python frontend since 2026-12-02 (scripts/lib/env.sh
+    # CUTLASS_EXTRAS: nvidia-cudnn-frontend --no-deps, over torch's own libcudnn), for the
+    # fake check's eager run; the ops that reach it trace through their operators, so this
+    # rule names only an environment without it. (Tried 2026-12-01, before those operators:
+    # traces into the frontend stopped at its pybind graph objects, a break on a GPU too.)
     (r"cuDNN is not available",
      "needs cuDNN's Python frontend (nvidia-cudnn-frontend), not installed in this "
      "environment: not traced here"),
