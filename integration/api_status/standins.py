@@ -217,79 +217,67 @@ def eager_shape_run(kernels_return=True):
                "get_seed_and_offset": lambda increment, generator=None, device=None: (0, 0),
                "_require_nonoverlapping": lambda tensors: None}
     patched = []
+
+    def replace(owner, attr, answer):
+        patched.append((owner, attr, getattr(owner, attr)))
+        setattr(owner, attr, answer)
+
     for module in list(sys.modules.values()):
         if not getattr(module, "__name__", "").startswith("flashinfer"):
             continue
         for attr, answer in answers.items():
             if hasattr(module, attr):
-                patched.append((module, attr, getattr(module, attr)))
-                setattr(module, attr, answer)
+                replace(module, attr, answer)
         for attr in [a for a in vars(module) if COMPILED_KERNEL_GETTER.match(a)]:
             # A CuTe DSL kernel compiled for the device (cute.compile needs its driver)
-            patched.append((module, attr, getattr(module, attr)))
-            setattr(module, attr, _compiled_cute_dsl_kernel)
+            replace(module, attr, _compiled_cute_dsl_kernel)
         if module.__name__ == "flashinfer.deep_gemm":
             # DeepGEMM's TMA descriptors (encoded by the driver) and its kernel runtime (a
             # downloaded cubin, loaded by the driver): a runtime that launches nothing.
-            for attr, answer in (("make_tma_xd_desc", lambda *args, **kwargs: None),
-                                 ("load", lambda name, code: lambda **kwargs: None)):
-                patched.append((module, attr, getattr(module, attr)))
-                setattr(module, attr, answer)
+            replace(module, "make_tma_xd_desc", lambda *args, **kwargs: None)
+            replace(module, "load", lambda name, code: lambda **kwargs: None)
         if callable(vars(module).get("get_cute_dsl_compiled_masked_gemm_kernel")):
             # 0.7.x's masked grouped GEMM (Blackwell, Rubin): the kernel compiled for the
             # device, whose wrapper returns the output it wrote, `c_tensor_gpu`
-            patched.append((module, "get_cute_dsl_compiled_masked_gemm_kernel",
-                            module.get_cute_dsl_compiled_masked_gemm_kernel))
-            module.get_cute_dsl_compiled_masked_gemm_kernel = _masked_gemm_kernel
+            replace(module, "get_cute_dsl_compiled_masked_gemm_kernel", _masked_gemm_kernel)
         if module.__name__.startswith(SM12X_GEMMS) and callable(
                 vars(module).get("compiled_kernel")) and callable(vars(module).get("make_args")):
             # 0.7.x's SM12x MoE GEMMs: their launch arguments (from_dlpack views) and the
             # kernel compiled for them, after the body has allocated its results
-            for attr, answer in (("make_args", lambda *args, **kwargs: ()),
-                                 ("compiled_kernel", _compiled_cute_dsl_kernel)):
-                patched.append((module, attr, getattr(module, attr)))
-                setattr(module, attr, answer)
+            replace(module, "make_args", lambda *args, **kwargs: ())
+            replace(module, "compiled_kernel", _compiled_cute_dsl_kernel)
+        if "_cuda_graph_resources" in vars(module):
+            # The streams and events FlashInfer keeps per process (0.7.x's CuTe DSL MoE), made
+            # before or left half made by a run that met the driver (a dict holding the events
+            # and no stream: KeyError 'aux_stream'): made again from the stand-ins below.
+            made = module._cuda_graph_resources
+            replace(module, "_cuda_graph_resources", {} if isinstance(made, dict) else None)
     # `with torch.cuda.device(...)` switches the driver's current device
     for attr in ("_exchange_device", "_maybe_exchange_device"):
-        patched.append((torch.cuda, attr, getattr(torch.cuda, attr)))
-        setattr(torch.cuda, attr, lambda device: 0)
+        replace(torch.cuda, attr, lambda device: 0)
     # the raw stream handle a Cake or CuTe DSL launch passes (0.7.x's packed KDA decode):
     # the null stream's, 0; streams and events FlashInfer makes to overlap work (0.7.x's CuTe
     # DSL fused MoE zeroes its output on an aux stream) order nothing with no kernel running
-    for attr, answer in (("current_stream", lambda device=None: _Stream()),
-                         ("Stream", _Stream), ("Event", _Event),
-                         ("stream", lambda stream=None: contextlib.nullcontext())):
-        patched.append((torch.cuda, attr, getattr(torch.cuda, attr)))
-        setattr(torch.cuda, attr, answer)
+    replace(torch.cuda, "current_stream", lambda device=None: _Stream())
+    replace(torch.cuda, "Stream", _Stream)
+    replace(torch.cuda, "Event", _Event)
+    replace(torch.cuda, "stream", lambda stream=None: contextlib.nullcontext())
+    replace(torch.Tensor, "record_stream", lambda self, stream: None)
     # the cuBLAS handle 0.6.16's FP8 GEMM runner passes its kernel (raw, like the stream's)
-    patched.append((torch.cuda, "current_blas_handle", torch.cuda.current_blas_handle))
-    torch.cuda.current_blas_handle = lambda: 0
-    patched.append((torch.Tensor, "record_stream", torch.Tensor.record_stream))
-    torch.Tensor.record_stream = lambda self, stream: None
-    # Those created before, or left half made by a run that met the driver (a dict holding the
-    # events and no stream: KeyError 'aux_stream'), are made again from the stand-ins.
-    for module in list(sys.modules.values()):
-        if getattr(module, "__name__", "").startswith("flashinfer") and (
-                "_cuda_graph_resources" in vars(module)):
-            made = module._cuda_graph_resources
-            patched.append((module, "_cuda_graph_resources", made))
-            module._cuda_graph_resources = {} if isinstance(made, dict) else None
-    patched.extend(_cudnn_without_device())
+    replace(torch.cuda, "current_blas_handle", lambda: 0)
+    _cudnn_without_device(replace)
     dsl = sys.modules.get("cutlass.cute")
     if dsl is not None and hasattr(dsl, "compile"):
         # a CuTe DSL kernel compiled inline (`cute.compile(...)`, `cute.compile[opts](...)`,
         # 0.7.4's contiguous grouped FP8 GEMM) launches nothing, as the getters' do
-        patched.append((dsl, "compile", dsl.compile))
-        dsl.compile = _Compile()
+        replace(dsl, "compile", _Compile())
     dsl_utils = sys.modules.get("cutlass.utils")
     if dsl_utils is not None and hasattr(dsl_utils, "HardwareInfo"):
         # the CuTe DSL's occupancy queries (the driver's), answered for the stand-in device
-        patched.append((dsl_utils, "HardwareInfo", dsl_utils.HardwareInfo))
-        dsl_utils.HardwareInfo = _HardwareInfo
+        replace(dsl_utils, "HardwareInfo", _HardwareInfo)
     jit = sys.modules.get("triton.runtime.jit")
     if jit is not None:
-        patched.append((jit.JITFunction, "run", jit.JITFunction.run))
-        jit.JITFunction.run = lambda self, *args, **kwargs: None
+        replace(jit.JITFunction, "run", lambda self, *args, **kwargs: None)
     eager_shapes[0] = kernels_return
     try:
         yield
@@ -311,23 +299,19 @@ CUDNN_DEVICE_STEPS = {
 }
 
 
-def _cudnn_without_device():
+def _cudnn_without_device(replace):
     """cuDNN's Python frontend (nvidia-cudnn-frontend, over the libcudnn torch ships) as
     FlashInfer's cuDNN backends use it, on this machine: a handle needs a device (the
     stand-in handle is None, which the frontend's graph takes), and so do the steps above.
-    Returns what it replaced, for eager_shape_run to put back."""
+    `replace(owner, attr, answer)`: eager_shape_run's, which puts each back."""
     cudnn = sys.modules.get("cudnn")
     if cudnn is None or not hasattr(cudnn, "pygraph"):
-        return []
-    replaced = [(cudnn, "create_handle", cudnn.create_handle),
-                (cudnn, "set_stream", cudnn.set_stream)]
-    cudnn.create_handle = lambda *args, **kwargs: None
-    cudnn.set_stream = lambda *args, **kwargs: None
+        return
+    replace(cudnn, "create_handle", lambda *args, **kwargs: None)
+    replace(cudnn, "set_stream", lambda *args, **kwargs: None)
     for step, answer in CUDNN_DEVICE_STEPS.items():
         if hasattr(cudnn.pygraph, step):
-            replaced.append((cudnn.pygraph, step, getattr(cudnn.pygraph, step)))
-            setattr(cudnn.pygraph, step, lambda self, *args, _answer=answer, **kwargs: _answer)
-    return replaced
+            replace(cudnn.pygraph, step, lambda self, *args, _answer=answer, **kwargs: _answer)
 
 
 class _Compile:
@@ -425,15 +409,15 @@ def _kernel(name):
     # A host-side size query (0.7.x top_k's `cub_topk_workspace_size`) answers a byte count, and
     # an occupancy query (0.7.4 QSA's `ctas_per_sm`, which sets a split count) one CTA, so
     # that FlashInfer's Python allocates its workspace and runs on to its results.
+    # A module's `init` makes its runner (the fused MoE's, the SM90 FP8 block-scale GEMM's), an
+    # FFI object whose methods are kernels and queries like the module's.
     answer = (1 << 20 if name.endswith("_workspace_size") else
-              1 if name.endswith("_per_sm") else None)
+              1 if name.endswith("_per_sm") else _Built() if name == "init" else None)
 
     @torch._dynamo.disable
     def kernel(*args, **kwargs):
         if eager_shapes[0]:
-            # A module's `init` makes its runner (the fused MoE's, the SM90 FP8 block-scale
-            # GEMM's), an FFI object whose methods are kernels and queries like the module's.
-            return _Built() if name == "init" else answer
+            return answer
         raise NotImplementedError(f"{name}: a JIT kernel, not built on this CPU-only machine")
     # Dynamo's message names the function: say which JIT module function the trace reached.
     kernel.__name__ = kernel.__qualname__ = f"jit_module.{name}"
