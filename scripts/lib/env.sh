@@ -134,18 +134,17 @@ ensure_cutlass_venv() {
   local venv=$CUTLASS_VENV under own
   if [ -x "$venv/bin/python" ] && [ -f "$venv/.complete" ]; then
     [ "$(cat "$venv/.complete")" = "$CUTLASS_EXTRAS" ] && return 0
-    log "adding $CUTLASS_EXTRAS to $venv"
-    "$venv/bin/python" -m pip install -q --no-deps $CUTLASS_EXTRAS || return 1
-    printf '%s' "$CUTLASS_EXTRAS" > "$venv/.complete"
-    return 0
+  else
+    log "creating $venv (nvidia-cutlass-dsl $CUTLASS_DSL_VERSION over $VENV; first time only)"
+    # The torch environment's interpreter: the .pth below needs the same CPython.
+    fresh_venv "$VENV/bin/python" "$venv" || return 1
+    under=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') || return 1
+    own=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') || return 1
+    printf '%s\n' "$under" > "$own/dynafold-torch-venv.pth"
+    "$venv/bin/python" -m pip install -q "nvidia-cutlass-dsl==$CUTLASS_DSL_VERSION" || return 1
   fi
-  log "creating $venv (nvidia-cutlass-dsl $CUTLASS_DSL_VERSION over $VENV; first time only)"
-  # The torch environment's interpreter: the .pth below needs the same CPython.
-  fresh_venv "$VENV/bin/python" "$venv" || return 1
-  under=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') || return 1
-  own=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') || return 1
-  printf '%s\n' "$under" > "$own/dynafold-torch-venv.pth"
-  "$venv/bin/python" -m pip install -q "nvidia-cutlass-dsl==$CUTLASS_DSL_VERSION" || return 1
+  # An environment made before an extra joined CUTLASS_EXTRAS gets it added, not remade.
+  log "adding $CUTLASS_EXTRAS to $venv"
   "$venv/bin/python" -m pip install -q --no-deps $CUTLASS_EXTRAS || return 1
   printf '%s' "$CUTLASS_EXTRAS" > "$venv/.complete"
 }
