@@ -660,8 +660,9 @@ def kimi_k3_fused_router_through(plan_class):
 # allocations and its constants (read from the module), with the call to `run` made through
 # dynafold's declaration keyed by the module. The key is taken at trace time by `_hold`
 # (`assume_constant_result`: Dynamo calls it on the real object and guards the graph on that
-# object's identity, so another module compiles a graph of its own, never reuses this one). Nothing here constructs an object in the trace: a class of dynafold's, or
-# SimpleNamespace on torch 2.14, is refused in a substituted function's trace.
+# object's identity, so another module compiles a graph of its own, never reuses this one).
+# Nothing here constructs an object in the trace: a class of dynafold's, or SimpleNamespace on
+# torch 2.14, is refused in a substituted function's trace.
 
 
 def _holds_objects():
