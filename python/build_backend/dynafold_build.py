@@ -8,7 +8,9 @@ Everything in the wheel is linked by zig (the `ziglang` package, maturin's `zig`
 against glibc 2.28's symbol versions, whatever glibc the build machine has, so the wheel is a
 manylinux_2_28 wheel (torch's own baseline): the libraries through maturin's `zig cc` wrapper
 as cargo's linker, the binary through `maturin --zig --compatibility manylinux_2_28`. Both go
-to target/<triple>/release, never target/release.
+to target/<triple>/release, never target/release, built by cargo runs that see the same
+toolchain (see _zig_env): they share every crate they have in common, and a second build in
+the same tree recompiles only what changed.
 
 The source distribution is maturin's with the whole workspace put back: maturin keeps only the
 binary crate and its path dependencies and rewrites the workspace's `members` to those, which
@@ -30,7 +32,7 @@ import tarfile
 import tempfile
 
 import maturin
-from maturin import *  # noqa: F401,F403  (every hook maturin implements)
+from maturin import *  # noqa: F403  (every hook maturin implements)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "python" / "dynafold"
@@ -38,6 +40,11 @@ LIBS = ("libdynafold.so", "libdynafold_python.so")
 # The wheel's platform tag and the glibc whose symbol versions zig links against.
 COMPATIBILITY = "manylinux_2_28"
 GLIBC = "2.28"
+
+# maturin warns when pyproject.toml's build-backend is not "maturin", since pip would then
+# build without it; here pip runs this backend, which runs maturin, so the warning is wrong.
+# maturin 1.7+ honours this variable (pip's isolated build installs the newest 1.x).
+os.environ.setdefault("MATURIN_NO_MISSING_BUILD_BACKEND_WARNING", "1")
 
 
 def _triple():
@@ -47,8 +54,25 @@ def _triple():
     return f"{machine}-unknown-linux-gnu"
 
 
+def _script(path, text):
+    """Writes an executable script, leaving it alone when unchanged."""
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+        path.chmod(0o755)
+    return str(path)
+
+
 def _zig_env(target, triple):
-    """cargo's environment for linking `triple` with zig against glibc GLIBC."""
+    """cargo's environment for building `triple` with zig against glibc GLIBC, set in this
+    process's environment so that maturin's cargo run, after the libraries', inherits it.
+
+    Both runs must see the same toolchain paths, which cargo keeps in its fingerprints, or
+    each rebuilds every crate the other built. maturin --zig (cargo-zigbuild inside it) sets
+    the linker and CC/CXX/AR/RANLIB only where unset, to wrappers in a folder named after
+    maturin's own path, which pip's isolated build puts in a new temporary folder each time:
+    left to it, every build started from scratch. The wrappers here live in the target
+    folder under fixed names instead (rewritten when maturin moves; cargo tracks the path,
+    not the content)."""
     try:
         import ziglang
     except ImportError as e:
@@ -56,20 +80,35 @@ def _zig_env(target, triple):
     maturin_exe = shutil.which("maturin") or shutil.which("maturin", path=os.path.dirname(sys.executable))
     if not maturin_exe:
         raise RuntimeError("the `maturin` command is not on PATH")
-    # maturin's `zig cc` wrapper (cargo-zigbuild's) adapts rustc's linker arguments to zig;
-    # cargo wants a single executable as linker, hence the script, with maturin's own flags.
-    wrapper = target / "zig" / f"zigcc-{triple}.{GLIBC}.sh"
-    wrapper.parent.mkdir(parents=True, exist_ok=True)
+    # maturin's zig wrappers (cargo-zigbuild's) adapt rustc's and cc's arguments to zig; cargo
+    # and cc want a single executable each, hence the scripts, with cargo-zigbuild's flags.
+    wrappers = target / "zig"
+    wrappers.mkdir(parents=True, exist_ok=True)
+    maturin_zig = f"#!/bin/sh\nexec {shlex.quote(maturin_exe)} zig"
     zig_target = f"{platform.machine()}-linux-gnu.{GLIBC}"
-    text = (f"#!/bin/sh\nexec {shlex.quote(maturin_exe)} zig cc -- "
-            f"-g -fno-sanitize=all -target {zig_target} \"$@\"\n")
-    if not wrapper.exists() or wrapper.read_text() != text:
-        wrapper.write_text(text)
-        wrapper.chmod(0o755)
-    # The zig binary the ziglang package ships, for the wrapper and for maturin --zig alike
+    cc_flags = f"-g -fno-sanitize=all -target {zig_target}"
+    cc = _script(wrappers / f"zigcc-{triple}.{GLIBC}.sh", f'{maturin_zig} cc -- {cc_flags} "$@"\n')
+    cxx = _script(wrappers / f"zigcxx-{triple}.{GLIBC}.sh", f'{maturin_zig} c++ -- {cc_flags} "$@"\n')
+    ar = _script(wrappers / "zigar.sh", f'{maturin_zig} ar -- "$@"\n')
+    ranlib = _script(wrappers / "zigranlib.sh", f'{maturin_zig} ranlib -- "$@"\n')
+    lower = triple.replace("-", "_")
+    os.environ.update({
+        f"CARGO_TARGET_{lower.upper()}_LINKER": cc,
+        f"CC_{lower}": cc,
+        f"CXX_{lower}": cxx,
+        f"AR_{lower}": ar,
+        f"RANLIB_{lower}": ranlib,
+        # What cargo-zigbuild sets, unconditionally, when the target is the host's own triple:
+        # the linker above then applies to the target only, and build scripts and proc-macros
+        # link with the host's cc (target-applies-to-host is unstable, hence the channel).
+        "CARGO_UNSTABLE_TARGET_APPLIES_TO_HOST": "true",
+        "CARGO_TARGET_APPLIES_TO_HOST": "false",
+        "__CARGO_TEST_CHANNEL_OVERRIDE_DO_NOT_USE_THIS": "nightly",
+    })
+    # The zig binary the ziglang package ships, for the wrappers and for maturin --zig alike
     # (otherwise they look for `zig` on PATH, then `python3 -m ziglang`).
     os.environ.setdefault("CARGO_ZIGBUILD_ZIG_PATH", str(pathlib.Path(ziglang.__file__).with_name("zig")))
-    return {**os.environ, f"CARGO_TARGET_{triple.upper().replace('-', '_')}_LINKER": str(wrapper)}
+    return os.environ
 
 
 def _require_cargo():
@@ -115,9 +154,10 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
 
 
 # Beyond the workspace members: the files the crates include_str! (hooks/, and the public-API
-# tables `doctor --ops` ships, docs/api-status/), cargo's own settings (.cargo/config.toml: pyo3
-# must not link libpython), and the Python side.
-SDIST_TREES = ("hooks", "docs/api-status", ".cargo", "python/dynafold", "python/build_backend")
+# tables `doctor --ops` ships, integration/api_status/tables/), cargo's own settings
+# (.cargo/config.toml: pyo3 must not link libpython), and the Python side.
+SDIST_TREES = ("hooks", "integration/api_status/tables", ".cargo", "python/dynafold",
+               "python/build_backend")
 SKIPPED = {"target", "__pycache__", ".git"}
 
 
@@ -144,12 +184,18 @@ def _files_under(rel):
             yield path.relative_to(ROOT).as_posix()
 
 
+def _contents(tar, member):
+    """A regular file's bytes; None for a folder or a link."""
+    f = tar.extractfile(member) if member.isfile() else None
+    return f.read() if f is not None else None
+
+
 def build_sdist(sdist_directory, config_settings=None):
     members = _workspace_members()
     with tempfile.TemporaryDirectory() as tmp:
         name = maturin.build_sdist(tmp, config_settings)
         with tarfile.open(os.path.join(tmp, name), "r:gz") as src:
-            entries = [(m, src.extractfile(m).read() if m.isfile() else None) for m in src.getmembers()]
+            entries = [(m, _contents(src, m)) for m in src.getmembers()]
     prefix = entries[0][0].name.split("/", 1)[0]
     mtime = entries[0][0].mtime
     out = []

@@ -1,7 +1,12 @@
 //! dynafold's own bytecode cache: the marshalled code object of a rewritten FlashInfer module
-//! (kept beside it, under its own tag) or of one of dynafold's embedded Python hooks (kept in
-//! the user's cache folder), so a warm start skips `compile()` (10-40 ms for a 100 KB fp4
-//! module, 3-13 ms for the hooks).
+//! or of one of dynafold's embedded Python hooks, kept in dynafold's own cache folder
+//! (`DYNAFOLD_CACHE_DIR`, else `$XDG_CACHE_HOME/dynafold/bytecode`), so a warm start skips
+//! `compile()` (10-40 ms for a 100 KB fp4 module, 3-13 ms for the hooks).
+//!
+//! Nothing is ever written inside another package's tree: a file there would outlive `pip
+//! uninstall` (which removes only what it installed) and make the package's folder a namespace
+//! package afterwards. Entries of an earlier dynafold that did write beside the module are
+//! removed when the module's entry is next stored here.
 //!
 //! The rewrite itself still runs on every import: it is what decides the key (the folded
 //! values live in the rewritten text), and it costs about a millisecond (bench/RESULTS.md).
@@ -22,8 +27,10 @@ use std::sync::OnceLock;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCode};
 
-/// Changes whenever the file layout changes; part of every file.
-const MAGIC: &[u8; 10] = b"DYNAFOLD1\n";
+/// Changes whenever the file layout changes; part of every file. Layout: MAGIC, the key
+/// digest, the source file's path (u32 little-endian length, then the bytes), the marshalled
+/// code.
+const MAGIC: &[u8; 10] = b"DYNAFOLD2\n";
 const DIGEST_LEN: usize = 32;
 /// Hex digits of the digest in the file name: enough to keep environments apart; the full
 /// digest inside the file is what is checked.
@@ -33,21 +40,17 @@ const NAME_HASH_LEN: usize = 16;
 const CACHE_FILE_MODE: u32 = 0o644;
 /// Larger than any FlashInfer module's code; a bigger file is not ours.
 const MAX_FILE_BYTES: u64 = 16 << 20;
+/// Longer than any path a source file has (PATH_MAX); a longer one means a damaged header.
+const MAX_ORIGIN_BYTES: usize = 4096;
+/// What every cache file name ends with, before the digest's hex and `.pyc`.
+const TAG_MARK: &str = ".dynafold-";
 
-/// One module's slot in the cache: where its file lives and the digest it must carry.
+/// One module's slot in the cache: where its file lives, the digest it must carry and the
+/// source file it was made from.
 pub struct Entry {
     path: PathBuf,
     digest: Vec<u8>,
-    private_dir: bool,
-}
-
-/// Where a module's cache file goes when `DYNAFOLD_CACHE_DIR` is not set.
-#[derive(Clone, Copy)]
-pub enum Place<'a> {
-    /// In the `__pycache__` beside this source file, like CPython's own pycs.
-    BesideSource(&'a str),
-    /// In the user's cache folder: code that has no file of its own (the embedded hooks).
-    UserCache,
+    origin: String,
 }
 
 /// `DYNAFOLD_CACHE_DIR`, read (and warned about) once per process.
@@ -75,17 +78,18 @@ fn user_cache_dir() -> Option<&'static Path> {
 }
 
 impl Entry {
-    /// The slot for `module` loaded from `origin`, or None when this interpreter has no
-    /// cache tag (caching disabled by the implementation) or hashing failed.
+    /// The slot for `module` loaded from `origin` (a source file's path, or a name such as
+    /// `<dynafold>/hooks/x.py` for code without a file), or None when this interpreter has no
+    /// cache tag (caching disabled by the implementation), there is no cache folder, or
+    /// hashing failed.
     pub fn new(
         py: Python<'_>,
         module: &str,
         origin: &str,
         source: &Bound<'_, PyBytes>,
         rewritten: &str,
-        place: Place<'_>,
     ) -> Option<Entry> {
-        match Self::build(py, module, origin, source, rewritten, place) {
+        match Self::build(py, module, origin, source, rewritten) {
             Ok(e) => e,
             Err(e) => {
                 log::debug!("{module}: no bytecode cache: {e}");
@@ -100,7 +104,6 @@ impl Entry {
         origin: &str,
         source: &Bound<'_, PyBytes>,
         rewritten: &str,
-        place: Place<'_>,
     ) -> PyResult<Option<Entry>> {
         let sys = py.import("sys")?;
         let Some(tag) = sys
@@ -110,11 +113,13 @@ impl Entry {
         else {
             return Ok(None);
         };
+        let Some(dir) = cache_dir().or_else(user_cache_dir) else {
+            return Ok(None);
+        };
         let magic = py.import("importlib.util")?.getattr("MAGIC_NUMBER")?;
         let magic = magic.cast::<PyBytes>()?;
         // compile() in the loader inherits -O/-OO, which changes the code object.
         let optimize: i64 = sys.getattr("flags")?.getattr("optimize")?.extract()?;
-        let hasher = py.import("hashlib")?.call_method0("sha256")?;
         // Each part length-prefixed, so no two different inputs hash the same stream.
         let parts: [&[u8]; 8] = [
             source.as_bytes(),
@@ -127,34 +132,21 @@ impl Entry {
             origin.as_bytes(),
             module.as_bytes(),
         ];
-        for part in parts {
-            let len = (part.len() as u64).to_le_bytes();
-            hasher.call_method1("update", (PyBytes::new(py, &len),))?;
-            hasher.call_method1("update", (PyBytes::new(py, part),))?;
-        }
-        let digest: Vec<u8> = hasher.call_method0("digest")?.extract()?;
-        let hex: String = hasher.call_method0("hexdigest")?.extract()?;
+        let (digest, hex) = sha256(py, &parts)?;
         let short = hex.get(..NAME_HASH_LEN).unwrap_or(&hex);
-        let file_name = |stem: &str| format!("{stem}.{tag}.dynafold-{short}.pyc");
-        let (path, private_dir) = match (cache_dir(), place) {
-            (Some(dir), _) => (dir.join(file_name(module)), true),
-            (None, Place::UserCache) => match user_cache_dir() {
-                Some(dir) => (dir.join(file_name(module)), true),
-                None => return Ok(None),
-            },
-            (None, Place::BesideSource(origin)) => {
-                let origin = Path::new(origin);
-                let (Some(parent), Some(stem)) = (origin.parent(), origin.file_stem()) else {
-                    return Ok(None);
-                };
-                let stem = stem.to_string_lossy();
-                (parent.join("__pycache__").join(file_name(&stem)), false)
-            }
+        // A source file's slot is also named by its path, so the same module of two
+        // environments has two slots, and storing one prunes only its own older entries.
+        let slot = if Path::new(origin).is_absolute() {
+            let (_, path_hex) = sha256(py, &[origin.as_bytes()])?;
+            let path_hex = path_hex.get(..NAME_HASH_LEN).unwrap_or(&path_hex);
+            format!("{module}.{tag}.{path_hex}")
+        } else {
+            format!("{module}.{tag}")
         };
         Ok(Some(Entry {
-            path,
+            path: dir.join(format!("{slot}{TAG_MARK}{short}.pyc")),
             digest,
-            private_dir,
+            origin: origin.to_owned(),
         }))
     }
 
@@ -170,7 +162,10 @@ impl Entry {
         };
         let body = bytes
             .strip_prefix(MAGIC.as_slice())
-            .and_then(|rest| rest.strip_prefix(self.digest.as_slice()));
+            .and_then(|rest| rest.strip_prefix(self.digest.as_slice()))
+            .and_then(split_origin)
+            .filter(|(origin, _)| *origin == self.origin.as_bytes())
+            .map(|(_, body)| body);
         let Some(body) = body else {
             log::debug!(
                 "bytecode cache {}: not this key; ignored",
@@ -208,31 +203,65 @@ impl Entry {
                 return;
             }
         };
-        let mut contents = Vec::with_capacity(MAGIC.len() + DIGEST_LEN + body.len());
+        let origin = self.origin.as_bytes();
+        let Ok(origin_len) = u32::try_from(origin.len()) else {
+            return;
+        };
+        let mut contents =
+            Vec::with_capacity(MAGIC.len() + DIGEST_LEN + 4 + origin.len() + body.len());
         contents.extend_from_slice(MAGIC);
         contents.extend_from_slice(&self.digest);
+        contents.extend_from_slice(&origin_len.to_le_bytes());
+        contents.extend_from_slice(origin);
         contents.extend_from_slice(&body);
-        if let Err(e) = write_atomic(&self.path, &contents, self.private_dir) {
+        if let Err(e) = write_atomic(&self.path, &contents) {
             log::debug!("bytecode cache {}: not written: {e}", self.path.display());
             return;
         }
-        prune_superseded(&self.path);
+        prune(&self.path);
+        remove_beside_source(&self.origin);
     }
 }
 
-/// Removes the other entries of the same module and interpreter beside `kept`
-/// (`STEM.TAG.dynafold-OTHERHASH.pyc`): each was written for a FlashInfer build, rule set or
-/// dynafold version this one replaces, and nothing else would ever delete them (a
-/// `pip uninstall` of FlashInfer leaves `__pycache__` files it did not install). Only regular
-/// files of ours with exactly that shape are touched; failures are ignored.
-fn prune_superseded(kept: &Path) {
+/// (digest, hex digest) of the parts, each length-prefixed.
+fn sha256(py: Python<'_>, parts: &[&[u8]]) -> PyResult<(Vec<u8>, String)> {
+    let hasher = py.import("hashlib")?.call_method0("sha256")?;
+    for part in parts {
+        let len = (part.len() as u64).to_le_bytes();
+        hasher.call_method1("update", (PyBytes::new(py, &len),))?;
+        hasher.call_method1("update", (PyBytes::new(py, part),))?;
+    }
+    Ok((
+        hasher.call_method0("digest")?.extract()?,
+        hasher.call_method0("hexdigest")?.extract()?,
+    ))
+}
+
+/// (origin, rest) of the bytes that follow the digest.
+fn split_origin(rest: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (len, rest) = rest.split_first_chunk::<4>()?;
+    let len = usize::try_from(u32::from_le_bytes(*len)).ok()?;
+    (len <= MAX_ORIGIN_BYTES && len <= rest.len()).then(|| rest.split_at(len))
+}
+
+/// The `STEM.TAG` part of a cache file's name, when the name has the shape this module
+/// writes (`….dynafold-` then NAME_HASH_LEN hex digits then `.pyc`).
+fn slot_of(name: &str) -> Option<&str> {
+    let (slot, rest) = name.rsplit_once(TAG_MARK)?;
+    let hash = rest.strip_suffix(".pyc")?;
+    (hash.len() == NAME_HASH_LEN && hash.bytes().all(|b| b.is_ascii_hexdigit())).then_some(slot)
+}
+
+/// Removes, beside `kept` in the cache folder, the entries nothing will read again: the other
+/// entries of the same slot (written for a FlashInfer build, rule set or dynafold version this
+/// one replaces: an upgrade in place), and those whose source file no longer exists (an
+/// uninstalled package, a removed environment). Only regular files of ours with our name
+/// shape are touched; failures are ignored.
+fn prune(kept: &Path) {
     let (Some(dir), Some(name)) = (kept.parent(), kept.file_name().and_then(|n| n.to_str())) else {
         return;
     };
-    let Some(prefix) = name
-        .rfind(".dynafold-")
-        .map(|i| &name[..i + ".dynafold-".len()])
-    else {
+    let Some(kept_slot) = slot_of(name) else {
         return;
     };
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -243,27 +272,99 @@ fn prune_superseded(kept: &Path) {
         let Some(other) = file_name.to_str() else {
             continue;
         };
-        let Some(hash) = other
-            .strip_prefix(prefix)
-            .and_then(|rest| rest.strip_suffix(".pyc"))
-        else {
+        let Some(slot) = slot_of(other) else {
             continue;
         };
-        if other == name
-            || hash.len() != NAME_HASH_LEN
-            || !hash.bytes().all(|b| b.is_ascii_hexdigit())
-        {
+        if other == name {
             continue;
         }
         let path = entry.path();
-        let ours = std::fs::symlink_metadata(&path)
-            .map(|m| m.is_file() && m.uid() == euid())
-            .unwrap_or(false);
-        if ours {
-            match std::fs::remove_file(&path) {
-                Ok(()) => log::debug!("bytecode cache {}: superseded; removed", path.display()),
-                Err(e) => log::debug!("bytecode cache {}: not removed: {e}", path.display()),
+        let why = if slot == kept_slot {
+            "superseded"
+        } else if source_is_gone(&path) {
+            "its source file is gone"
+        } else {
+            continue;
+        };
+        remove_ours(&path, why);
+    }
+}
+
+/// Whether the cache file at `path` names an absolute source path that no longer exists.
+/// Unreadable files and files of another layout are left alone.
+fn source_is_gone(path: &Path) -> bool {
+    let mut head = [0u8; MAGIC.len() + DIGEST_LEN + 4 + MAX_ORIGIN_BYTES];
+    let read = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+        .and_then(|mut f| {
+            let mut n = 0;
+            while n < head.len() {
+                match f.read(&mut head[n..])? {
+                    0 => break,
+                    k => n += k,
+                }
             }
+            Ok(n)
+        });
+    let Ok(n) = read else {
+        return false;
+    };
+    let origin = head[..n]
+        .strip_prefix(MAGIC.as_slice())
+        .and_then(|rest| rest.get(DIGEST_LEN..))
+        .and_then(split_origin)
+        .and_then(|(origin, _)| std::str::from_utf8(origin).ok());
+    match origin {
+        Some(origin) if Path::new(origin).is_absolute() => {
+            matches!(std::fs::symlink_metadata(origin), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+        }
+        _ => false,
+    }
+}
+
+/// Removes the entries an earlier dynafold wrote into the `__pycache__` beside the source
+/// file (`STEM.TAG.dynafold-HASH.pyc`), which `pip uninstall` would leave behind.
+fn remove_beside_source(origin: &str) {
+    let origin = Path::new(origin);
+    if !origin.is_absolute() {
+        return;
+    }
+    let (Some(parent), Some(stem)) = (origin.parent(), origin.file_stem().and_then(|s| s.to_str()))
+    else {
+        return;
+    };
+    let pycache = parent.join("__pycache__");
+    let Ok(entries) = std::fs::read_dir(&pycache) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(slot) = file_name.to_str().and_then(slot_of) else {
+            continue;
+        };
+        // STEM.TAG: the tag is one dotted word (cpython-311), the stem has no dot.
+        if slot
+            .split_once('.')
+            .is_some_and(|(s, tag)| s == stem && !tag.contains('.'))
+        {
+            remove_ours(
+                &entry.path(),
+                "written beside the module by an earlier dynafold",
+            );
+        }
+    }
+}
+
+fn remove_ours(path: &Path, why: &str) {
+    let ours = std::fs::symlink_metadata(path)
+        .map(|m| m.is_file() && m.uid() == euid())
+        .unwrap_or(false);
+    if ours {
+        match std::fs::remove_file(path) {
+            Ok(()) => log::debug!("bytecode cache {}: {why}; removed", path.display()),
+            Err(e) => log::debug!("bytecode cache {}: not removed: {e}", path.display()),
         }
     }
 }
@@ -324,15 +425,15 @@ fn read_trusted(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
 /// Temp file created new in the same folder (O_EXCL, O_NOFOLLOW), then renamed over the
 /// final name, so readers see a whole file or none. A final name held by another user is
 /// left alone.
-fn write_atomic(path: &Path, contents: &[u8], private_dir: bool) -> std::io::Result<()> {
+fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| std::io::Error::other("no parent folder"))?;
     if !dir.is_dir() {
-        // `__pycache__` is made like CPython makes it; DYNAFOLD_CACHE_DIR private to us.
+        // Private to us, like the user cache folders of pip and torch.
         std::fs::DirBuilder::new()
-            .recursive(private_dir)
-            .mode(if private_dir { 0o700 } else { 0o755 })
+            .recursive(true)
+            .mode(0o700)
             .create(dir)?;
     }
     if let Ok(meta) = std::fs::symlink_metadata(path) {
@@ -430,9 +531,78 @@ mod tests {
     }
 
     fn slot(dir: &Path) -> PathBuf {
-        let pycache = dir.join("__pycache__");
-        std::fs::create_dir_all(&pycache).unwrap();
-        pycache.join("m.cpython-311.dynafold-0123456789abcdef.pyc")
+        dir.join("cache")
+            .join("m.cpython-311.dynafold-0123456789abcdef.pyc")
+    }
+
+    /// A cache file of this layout recording `origin`.
+    fn entry_file(path: &Path, origin: &str) {
+        let mut contents = MAGIC.to_vec();
+        contents.extend_from_slice(&[7; DIGEST_LEN]);
+        contents.extend_from_slice(&(origin.len() as u32).to_le_bytes());
+        contents.extend_from_slice(origin.as_bytes());
+        contents.extend_from_slice(b"code");
+        write_atomic(path, &contents).unwrap();
+    }
+
+    #[test]
+    fn storing_prunes_superseded_entries_and_those_whose_source_is_gone() {
+        let dir = TempDir::new();
+        let cache = dir.path().join("cache");
+        let live = dir.path().join("live.py");
+        std::fs::write(&live, "x = 1\n").unwrap();
+        let live = live.to_str().unwrap();
+        let gone = dir.path().join("gone.py");
+        let gone = gone.to_str().unwrap();
+        let name = |slot: &str, hash: &str| cache.join(format!("{slot}.dynafold-{hash}.pyc"));
+        let kept = name("a.cpython-311.1111111111111111", "0000000000000000");
+        let older = name("a.cpython-311.1111111111111111", "00000000000000ff");
+        let other_env = name("a.cpython-311.2222222222222222", "0000000000000000");
+        let uninstalled = name("b.cpython-311.3333333333333333", "0000000000000000");
+        let hook = name("_dynafold_x.cpython-311", "0000000000000000");
+        entry_file(&kept, live);
+        entry_file(&older, live);
+        entry_file(&other_env, live);
+        entry_file(&uninstalled, gone);
+        entry_file(&hook, "<dynafold>/hooks/x.py");
+        let foreign = cache.join("notes.txt");
+        std::fs::write(&foreign, "not ours").unwrap();
+        prune(&kept);
+        assert!(kept.exists() && other_env.exists() && hook.exists() && foreign.exists());
+        assert!(!older.exists(), "a superseded entry of the same slot stays");
+        assert!(!uninstalled.exists(), "an entry whose source is gone stays");
+    }
+
+    #[test]
+    fn entries_an_earlier_dynafold_wrote_beside_the_module_are_removed() {
+        let dir = TempDir::new();
+        let pycache = dir.path().join("__pycache__");
+        std::fs::create_dir(&pycache).unwrap();
+        let ours = pycache.join("fp4.cpython-311.dynafold-0123456789abcdef.pyc");
+        let cpython = pycache.join("fp4.cpython-311.pyc");
+        let other_module = pycache.join("core.cpython-311.dynafold-0123456789abcdef.pyc");
+        for f in [&ours, &cpython, &other_module] {
+            std::fs::write(f, "x").unwrap();
+        }
+        remove_beside_source(dir.path().join("fp4.py").to_str().unwrap());
+        assert!(!ours.exists());
+        assert!(cpython.exists() && other_module.exists());
+    }
+
+    #[test]
+    fn only_names_of_our_shape_have_a_slot() {
+        assert_eq!(
+            slot_of("m.cpython-311.ab.dynafold-0123456789abcdef.pyc"),
+            Some("m.cpython-311.ab")
+        );
+        assert_eq!(slot_of("m.cpython-311.dynafold-0123456789abcdeg.pyc"), None);
+        assert_eq!(slot_of("m.cpython-311.dynafold-0123.pyc"), None);
+        assert_eq!(slot_of("m.cpython-311.pyc"), None);
+        assert_eq!(split_origin(&[3, 0, 0, 0, b'a', b'b']), None);
+        assert_eq!(
+            split_origin(&[1, 0, 0, 0, b'a', b'b']),
+            Some((&b"a"[..], &b"b"[..]))
+        );
     }
 
     #[test]
@@ -448,7 +618,7 @@ mod tests {
         ] {
             let dir = TempDir::new();
             let path = slot(dir.path());
-            with_umask(mask, || write_atomic(&path, b"payload", false)).unwrap();
+            with_umask(mask, || write_atomic(&path, b"payload")).unwrap();
             let mode = std::fs::metadata(&path).unwrap().mode() & 0o777;
             assert_eq!(mode, expected, "umask {mask:03o}: mode {mode:03o}");
             let read = read_trusted(&path).unwrap_or_else(|e| panic!("umask {mask:03o}: {e}"));
@@ -462,6 +632,7 @@ mod tests {
         // system that ignores the mode): the file written must still be one we trust.
         let dir = TempDir::new();
         let path = slot(dir.path());
+        std::fs::create_dir(path.parent().unwrap()).unwrap();
         let file = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -477,7 +648,7 @@ mod tests {
     fn writable_by_others_or_owned_by_others_is_still_rejected() {
         let dir = TempDir::new();
         let path = slot(dir.path());
-        write_atomic(&path, b"payload", false).unwrap();
+        write_atomic(&path, b"payload").unwrap();
         for mode in [0o664, 0o646, 0o666] {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
             let err = read_trusted(&path).expect_err("group/world writable must not be trusted");

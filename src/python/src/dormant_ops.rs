@@ -1,58 +1,15 @@
 //! FlashInfer's dormant op declarations, woken for Dynamo only. The mechanism is documented
-//! in `hooks/dormant_ops.py`; this side decides whether to run it and logs what it did.
+//! in `hooks/ops/engine/wake.py`; this side decides whether to run it and logs what it did.
 
 use std::sync::OnceLock;
 
 use pyo3::prelude::*;
 use pyo3::types::PyModule;
 
-use crate::embedded;
+use crate::engine_package;
 
-const SOURCE: &str = include_str!("../../../hooks/dormant_ops.py");
-const MODULE: &std::ffi::CStr = c"_dynafold_dormant_ops";
-/// The hooks `dormant_ops.py` imports, loaded before it: (source, file name, module name).
-const PARTS: [(&str, &std::ffi::CStr, &std::ffi::CStr); 8] = [
-    (
-        include_str!("../../../hooks/attention_plans.py"),
-        c"<dynafold>/hooks/attention_plans.py",
-        c"_dynafold_attention_plans",
-    ),
-    (
-        include_str!("../../../hooks/fake_check.py"),
-        c"<dynafold>/hooks/fake_check.py",
-        c"_dynafold_fake_check",
-    ),
-    (
-        include_str!("../../../hooks/method_boundaries.py"),
-        c"<dynafold>/hooks/method_boundaries.py",
-        c"_dynafold_method_boundaries",
-    ),
-    (
-        include_str!("../../../hooks/op_corrections.py"),
-        c"<dynafold>/hooks/op_corrections.py",
-        c"_dynafold_op_corrections",
-    ),
-    (
-        include_str!("../../../hooks/op_fakes.py"),
-        c"<dynafold>/hooks/op_fakes.py",
-        c"_dynafold_op_fakes",
-    ),
-    (
-        include_str!("../../../hooks/op_narrowing.py"),
-        c"<dynafold>/hooks/op_narrowing.py",
-        c"_dynafold_op_narrowing",
-    ),
-    (
-        include_str!("../../../hooks/partial_methods.py"),
-        c"<dynafold>/hooks/partial_methods.py",
-        c"_dynafold_partial_methods",
-    ),
-    (
-        include_str!("../../../hooks/stream_scratch.py"),
-        c"<dynafold>/hooks/stream_scratch.py",
-        c"_dynafold_stream_scratch",
-    ),
-];
+/// The engine's entry module (hooks/ops/engine/wake.py); it imports the rest itself.
+const MODULE: &str = "_dynafold_ops.engine.wake";
 
 /// `DYNAFOLD_OPS`, read once: a bad value must be reported once.
 fn enabled() -> bool {
@@ -61,10 +18,7 @@ fn enabled() -> bool {
 }
 
 fn helper(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
-    for (source, file, name) in PARTS {
-        embedded::module(py, source, file, name)?;
-    }
-    let helper = embedded::module(py, SOURCE, c"<dynafold>/hooks/dormant_ops.py", MODULE)?;
+    let helper = engine_package::import(py, MODULE)?;
     if let Some(why) = fp4_left_alone() {
         helper
             .getattr("LEFT_ALONE")?
@@ -80,7 +34,7 @@ fn fp4_left_alone() -> Option<&'static str> {
     (!*ENABLED.get_or_init(dynafold_core::config::fp4_opaque)).then_some("DYNAFOLD_FP4_OPAQUE=0")
 }
 
-/// A post-import call into `hooks/dormant_ops.py`: its method, what stays as FlashInfer ships
+/// A post-import call into `hooks/ops/engine/wake.py`: its method, what stays as FlashInfer ships
 /// it when FlashInfer does not look as expected, why that matters, and the level of the line
 /// saying what it did.
 pub struct Hook {
@@ -132,7 +86,7 @@ fn module_name(module: &Bound<'_, PyAny>) -> String {
         .unwrap_or_default()
 }
 
-/// Calls `hooks/dormant_ops.py`'s `method(module)`: its line for the log (None when it has
+/// Calls `hooks/ops/engine/wake.py`'s `method(module)`: its line for the log (None when it has
 /// nothing to say, or when dynafold is told to leave the ops alone). A FlashInfer that does
 /// not look as expected (`Unsupported`) gets one warning naming what was `left` and `why` it
 /// matters.
@@ -165,7 +119,7 @@ pub fn arm(py: Python<'_>) -> PyResult<()> {
         return Ok(());
     }
     let modules = py.import("sys")?.getattr("modules")?;
-    if let Ok(helper) = modules.get_item(MODULE.to_string_lossy().as_ref()) {
+    if let Ok(helper) = modules.get_item(MODULE) {
         helper.call_method0("arm")?;
     }
     Ok(())

@@ -1,4 +1,4 @@
-//! Python helpers shipped inside the library (from `hooks/*.py`), run once per process as
+//! Python helpers shipped inside the library (`hooks/glue/`, `hooks/observer/`), run once per process as
 //! private modules. Their compiled code goes through dynafold's bytecode cache: compiling the
 //! observer alone costs 10+ ms, paid by every process that imports `torch._dynamo`.
 
@@ -25,7 +25,7 @@ pub fn module<'py>(
     }
     let file = file_name.to_string_lossy();
     let bytes = PyBytes::new(py, source.as_bytes());
-    let entry = cache::Entry::new(py, &key, &file, &bytes, "", cache::Place::UserCache);
+    let entry = cache::Entry::new(py, &key, &file, &bytes, "");
     let (code, _) = cache::code(py, entry.as_ref(), source, &file)?;
     let module = PyModule::new(py, &key)?;
     module.setattr("__file__", file.as_ref())?;

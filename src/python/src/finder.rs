@@ -5,7 +5,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
-use crate::{guard, keep_first, loader, overhead, post_import};
+use crate::{guard, keep_first, overhead, post_import, spec_loaders};
 
 /// What the finder does with a module it is asked about.
 enum Target {
@@ -60,8 +60,8 @@ impl DynafoldFinder {
                 return Ok(None);
             };
             let wrapped = match kind {
-                Target::Rewrite => loader::wrap(py, &name, &spec)?,
-                Target::Observe => post_import::wrap(py, &name, &spec)?,
+                Target::Rewrite => spec_loaders::rewriting(py, &name, &spec)?,
+                Target::Observe => spec_loaders::observing(py, &name, &spec)?,
             };
             Ok(wrapped.then(|| spec.unbind()))
         })?;
@@ -118,18 +118,7 @@ pub fn install(py: Python<'_>) -> PyResult<()> {
         None => Bound::new(py, DynafoldFinder)?.into_any(),
     };
     keep_first::remember(finder.clone().unbind().into_ptr());
-    move_first(&finder)?;
+    keep_first::move_first(&finder)?;
     log::debug!("finder installed at sys.meta_path[0]");
     Ok(())
-}
-
-/// Moves `ours` to the front of sys.meta_path (inserting it if someone removed it), dropping
-/// any duplicate of it.
-pub fn move_first(ours: &Bound<'_, PyAny>) -> PyResult<()> {
-    let meta_path = ours.py().import("sys")?.getattr("meta_path")?;
-    let meta_path = meta_path.cast::<PyList>()?;
-    while let Ok(i) = meta_path.index(ours) {
-        meta_path.del_item(i)?;
-    }
-    meta_path.insert(0, ours)
 }

@@ -8,8 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-
-use crate::finder;
+use pyo3::types::PyList;
 
 static FINDER: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
 /// Moving the finder runs list methods; an import they trigger must not recurse here.
@@ -43,7 +42,7 @@ pub fn check() {
     Python::attach(|py| {
         let moved = remembered(py)
             .ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("finder not installed"))
-            .and_then(|ours| finder::move_first(&ours));
+            .and_then(|ours| move_first(&ours));
         if let Err(e) = moved {
             log::debug!("could not move the finder first: {e}");
         }
@@ -59,4 +58,15 @@ pub fn remembered(py: Python<'_>) -> Option<Bound<'_, PyAny>> {
     let p = FINDER.load(Ordering::Relaxed);
     // SAFETY: the pointer is a strong reference leaked by `finder::install`, so it is alive.
     (!p.is_null()).then(|| unsafe { Bound::from_borrowed_ptr(py, p) })
+}
+
+/// Moves `ours` to the front of sys.meta_path (inserting it if someone removed it), dropping
+/// any duplicate of it.
+pub fn move_first(ours: &Bound<'_, PyAny>) -> PyResult<()> {
+    let meta_path = ours.py().import("sys")?.getattr("meta_path")?;
+    let meta_path = meta_path.cast::<PyList>()?;
+    while let Ok(i) = meta_path.index(ours) {
+        meta_path.del_item(i)?;
+    }
+    meta_path.insert(0, ours)
 }

@@ -1,13 +1,13 @@
-//! The native half of `hooks/loaders.py`'s `RewritingLoader`: reads a target module, folds it
+//! The native half of `hooks/glue/loaders.py`'s `RewritingLoader`: reads a target module, folds it
 //! on a thread of its own (the fold may wait for `nvcc --version`, which must not hold the
 //! GIL), and hands back the code compiled under the module's own file name with the globals
 //! it refers to. The Python half waits, executes, and falls back to the ordinary loader.
 //!
-//! No module body runs beneath a frame of this file: see `hooks/loaders.py` for why.
+//! No module body runs beneath a frame of this file: see `hooks/glue/loaders.py` for why.
 //!
-//! The rewritten code is never written to the normal `__pycache__`: the ordinary loader's
-//! cache only ever sees the original source; the rewritten code goes to dynafold's own cache
-//! (`cache.rs`).
+//! The rewritten code is never written to the normal `__pycache__` nor anywhere in the module's
+//! package: the ordinary loader's cache only ever sees the original source; the rewritten code
+//! goes to dynafold's own cache folder (`cache.rs`).
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -22,48 +22,18 @@ use dynafold_core::rewrite::{self, FoldContext, GlobalValue, Rewritten, Skip};
 
 use crate::context::ProcessContext;
 use crate::overhead::{Part, Timer};
-use crate::{cache, embedded, guard};
+use crate::{cache, guard};
 
-const SOURCE: &str = include_str!("../../../hooks/loaders.py");
 /// Enough for the parser to run on the fold thread itself (it wants 4 MiB; see syntax.rs).
 const FOLD_STACK_BYTES: usize = 16 << 20;
 
-/// `hooks/loaders.py` as module `_dynafold_loaders`, its `_native` set on first use.
-pub fn python_side(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
-    let module = embedded::module(
-        py,
-        SOURCE,
-        c"<dynafold>/hooks/loaders.py",
-        c"_dynafold_loaders",
-    )?;
-    if module.getattr("_native")?.is_none() {
-        let native = PyModule::new(py, "_dynafold_native")?;
-        native.add_function(wrap_pyfunction!(read, &native)?)?;
-        native.add_function(wrap_pyfunction!(reads_torch_cuda_home, &native)?)?;
-        native.add_function(wrap_pyfunction!(begin, &native)?)?;
-        native.add_function(wrap_pyfunction!(finish, &native)?)?;
-        native.add_function(wrap_pyfunction!(after_exec, &native)?)?;
-        native.add_function(wrap_pyfunction!(crate::post_import::after_import, &native)?)?;
-        module.setattr("_native", native)?;
-    }
-    Ok(module)
-}
-
-/// Swaps a `RewritingLoader` into `spec` when it is an ordinary source module; false
-/// otherwise.
-pub fn wrap(py: Python<'_>, name: &str, spec: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let origin = spec.getattr("origin")?;
-    let inner = spec.getattr("loader")?;
-    let is_source = origin.extract::<String>().is_ok_and(|o| o.ends_with(".py"));
-    if !is_source || !inner.hasattr("get_data")? || !inner.hasattr("exec_module")? {
-        log::info!("{name}: not a plain source module; loaded unchanged");
-        return Ok(false);
-    }
-    let ours = python_side(py)?
-        .getattr("RewritingLoader")?
-        .call1((inner, name))?;
-    spec.setattr("loader", ours)?;
-    Ok(true)
+/// The functions `RewritingLoader` calls, into its `_native` table.
+pub fn add_natives(native: &Bound<'_, PyModule>) -> PyResult<()> {
+    native.add_function(wrap_pyfunction!(read, native)?)?;
+    native.add_function(wrap_pyfunction!(reads_torch_cuda_home, native)?)?;
+    native.add_function(wrap_pyfunction!(begin, native)?)?;
+    native.add_function(wrap_pyfunction!(finish, native)?)?;
+    native.add_function(wrap_pyfunction!(after_exec, native)?)
 }
 
 /// A fold in progress. Its thread closes the write end of the pipe when the result is in,
@@ -173,7 +143,9 @@ fn begin(
             move || {
                 let _timer = Timer::start(Part::Loader);
                 let folded = std::panic::catch_unwind(|| rewrite::rewrite(&name, &source, &ctx))
-                    .unwrap_or_else(|_| Err(Skip("internal panic in the rewriter".into())));
+                    .unwrap_or_else(|_| {
+                        Err(Skip::unrecognised("internal panic in the rewriter".into()))
+                    });
                 *result.lock().unwrap_or_else(PoisonError::into_inner) = Some(folded);
                 drop(write_end);
             }
@@ -219,7 +191,7 @@ fn finish<'py>(py: Python<'py>, job: &Bound<'py, Job>) -> PyResult<Option<Bound<
             Ok(r) => r,
             Err(skip) => {
                 let quiet = skip.is_nothing_to_fold();
-                let Skip(reason) = skip;
+                let Skip(reason, _) = skip;
                 // fp4 call sites fold only to cpp_ext's folded version: when there is none,
                 // cpp_ext's own warning already said why, once for the process.
                 let ctx = ProcessContext::get(py, None);
@@ -236,14 +208,7 @@ fn finish<'py>(py: Python<'py>, job: &Bound<'py, Job>) -> PyResult<Option<Bound<
         let started = std::time::Instant::now();
         let data = job.data.bind(py);
         let entry = data.cast::<PyBytes>().ok().and_then(|bytes| {
-            cache::Entry::new(
-                py,
-                &job.name,
-                &job.origin,
-                bytes,
-                &rewritten.source,
-                cache::Place::BesideSource(&job.origin),
-            )
+            cache::Entry::new(py, &job.name, &job.origin, bytes, &rewritten.source)
         });
         let (code, from_cache) = cache::code(py, entry.as_ref(), &rewritten.source, &job.origin)?;
         // Operators asking where start-up time goes get dynafold's own share per module.

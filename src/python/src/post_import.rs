@@ -2,8 +2,8 @@
 //! `torch._dynamo` is loaded, the recording of FlashInfer's op declarations once
 //! `flashinfer.utils` is, of its API-logging wrappers once `flashinfer.api_logging` is, and of
 //! its attention wrappers' plans once a module defining them is. The loader is
-//! `hooks/loaders.py`'s `ObservingLoader`, so that the module's own body runs beneath no Rust
-//! frame.
+//! `hooks/glue/loaders.py`'s `ObservingLoader` (put in by `spec_loaders.rs`), so that the module's
+//! own body runs beneath no Rust frame.
 
 use pyo3::prelude::*;
 
@@ -26,8 +26,8 @@ const FLASHINFER_PLANNERS: &[&str] = &[
     "flashinfer.mla",
     "flashinfer.mla._core",
     "flashinfer.mla._batch_mla._wrapper",
-    // Wrapper classes whose methods are dynafold's boundaries (the `Class.method` rows of
-    // hooks/dormant_ops.py EXTRA_DECLARATIONS, hooks/method_boundaries.py).
+    // Wrapper classes whose methods are dynafold's boundaries (the op records in
+    // hooks/ops/registry/ declaring a `Class.method`, hooks/ops/mechanisms/method_boundaries.py).
     "flashinfer.fused_moe.cute_dsl.fused_moe",
     "flashinfer.gemm.cake_grouped_fp8_gemm",
     "flashinfer.gemm.cake_grouped_fp8_fused_silu_quant",
@@ -37,19 +37,6 @@ const FLASHINFER_PLANNERS: &[&str] = &[
 pub fn is_target(name: &str) -> bool {
     matches!(name, DYNAMO | FLASHINFER_UTILS | FLASHINFER_API_LOGGING)
         || (name.starts_with("flashinfer.") && FLASHINFER_PLANNERS.contains(&name))
-}
-
-/// Wraps the ordinary loader so that `after_import` runs once the module has executed.
-pub fn wrap(py: Python<'_>, name: &str, spec: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let inner = spec.getattr("loader")?;
-    if !inner.hasattr("exec_module")? {
-        return Ok(false);
-    }
-    let ours = crate::loader::python_side(py)?
-        .getattr("ObservingLoader")?
-        .call1((inner, name))?;
-    spec.setattr("loader", ours)?;
-    Ok(true)
 }
 
 /// Called by `ObservingLoader` once `name` has executed.

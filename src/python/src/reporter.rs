@@ -1,4 +1,4 @@
-//! The graph-break reporter's Python side: runs `hooks/dynamo_observer.py` as module
+//! The graph-break reporter's Python side: runs `hooks/observer/dynamo_observer.py` as module
 //! `_dynafold_observer` and gives it a sink that feeds the core's per-process `Recorder`.
 //!
 //! Called by the finder once `torch._dynamo` has finished importing:
@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use dynafold_core::report::{table, Record, Recorder};
 use pyo3::prelude::*;
 
-const OBSERVER_SRC: &str = include_str!("../../../hooks/dynamo_observer.py");
+const OBSERVER_SRC: &str = include_str!("../../../hooks/observer/dynamo_observer.py");
 /// Rows in the exit summary; `dynafold report` shows all of them.
 const SUMMARY_SITES: usize = 10;
 
@@ -63,7 +63,7 @@ pub fn install_observer(py: Python<'_>) -> PyResult<()> {
     let module = crate::embedded::module(
         py,
         OBSERVER_SRC,
-        c"<dynafold>/hooks/dynamo_observer.py",
+        c"<dynafold>/hooks/observer/dynamo_observer.py",
         c"_dynafold_observer",
     )?;
     let sink = Bound::new(py, Sink)?;

@@ -18,6 +18,12 @@ without one may be an operator of its own returning the fresh result; any other 
 as shipped. A public function that allocates its outputs unless given buffers (the fused
 DiT norms) is woken for the call that gives none (`fresh_result`).
 
+A sampling call with the caller's own `generator=` or with `return_valid=True` has an operator of
+its own too (`draw`, one per combination the declaration has): the generator reaches it as a
+key (a constant of the graph, one graph per generator; `generator_key`), and its kernel gives
+FlashInfer's function that generator, which advances it at run time exactly as an eager call
+does; `return_valid=True` makes the result the (samples, valid) pair.
+
 An IntEnum parameter (the mxfp8 quantizers' `SfLayout`, cutlass_fused_moe's `ActivationType`)
 is an int to the operator, and the kernel gives FlashInfer's function the enum again.
 
@@ -31,10 +37,18 @@ guarded constants, so a new plan does not recompile.
 import enum
 import inspect
 import itertools
+import sys
 import types
 import typing
 
 import torch
+
+# What `typing.get_origin` gives a Union: `Union[...]`, and from 3.10 also `X | Y`
+# (`types.UnionType`, which 3.9 lacks: naming it there raised at every check).
+if sys.version_info >= (3, 10):
+    _UNION_ORIGINS: typing.Tuple[object, ...] = (typing.Union, types.UnionType)
+else:
+    _UNION_ORIGINS = (typing.Union,)
 
 
 def _object_default():
@@ -107,6 +121,73 @@ def _fits_true(value):
     return value is True
 
 
+def _fits_given(value):
+    return value is not None
+
+
+# key -> weak reference to a caller's random generator, held for the draws compiled for it;
+# id(generator) -> its key while it lives.
+_generators: typing.Dict[int, typing.Any] = {}
+_generator_keys: typing.Dict[int, int] = {}
+_next_generator = itertools.count(1)
+
+
+def generator_key(generator):
+    """The key of a caller's generator (given it now if it has none). Dynamo calls this at
+    trace time as a constant function (`through_ops`), so the key is a constant of the graph,
+    guarded: one graph per generator, as a server has one."""
+    import weakref
+    key = _generator_keys.get(id(generator))
+    if key is not None and _generators[key]() is generator:
+        return key
+    key = next(_next_generator)
+
+    # The id is taken now, while the generator lives; the callback runs once it is gone.
+    def forget(_, key=key, ident=id(generator)):  # noqa: B008
+        _generators.pop(key, None)
+        if _generator_keys.get(ident) == key:
+            del _generator_keys[ident]
+    _generators[key] = weakref.ref(generator, forget)
+    _generator_keys[id(generator)] = key
+    return key
+
+
+def generator_of(key):
+    """The generator a compiled draw was traced for (`generator_key`)."""
+    ref = _generators.get(int(key))
+    generator = ref() if ref is not None else None
+    if generator is None:
+        raise RuntimeError(f"dynafold: the random generator of key {key} no longer exists; a "
+                           "graph compiled for it cannot run")
+    return generator
+
+
+def _constants_take_objects():
+    """Whether Dynamo hands a constant function (`generator_key`) an object argument itself,
+    guarded on its identity: torch 2.14 on (2.14.1 and 2.15.0 checked). 2.9.1 refuses ("is
+    not a constant", an internal error failing the compile), so there a call with a generator
+    stays traced as shipped, as before."""
+    try:
+        return tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 14)
+    except ValueError:
+        return False
+
+
+def draw_forms(fn, hints):
+    """The sampling call forms besides the default one (no generator given, `return_valid`
+    False), each an operator of its own: (generator given, return_valid True) pairs the
+    declaration has parameters for."""
+    try:
+        names = set(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return []
+    given = ("generator" in names and is_generator(hints.get("generator"))
+             and _constants_take_objects())
+    valid = "return_valid" in names
+    return [(g, v) for g in (False, True) for v in (False, True)
+            if (g or v) and (given or not g) and (valid or not v)]
+
+
 def _any_hint(hint):
     return True
 
@@ -169,7 +250,7 @@ NARROWED = {
     "nvfp4_4over6": Rule(None, fits_none, applies=lambda hint: hint is not bool),
     # The attention run kernels' plan (`List[int] plan_info_vec`): as `int[]` each int would be
     # a constant of the graph, guarded, so every new batch would recompile. It reaches the
-    # operator as an int64 CPU tensor (hooks/attention_plans.py keeps it one under compile) and
+    # operator as an int64 CPU tensor (hooks/ops/mechanisms/attention_plans.py keeps it one under compile) and
     # the kernel gives FlashInfer its list.
     "plan_info_vec": Rule(torch.Tensor, _fits_a_tensor, applies=_is_int_list, restore=_as_ints),
     # 0.7.4's Prims-TS MoE declarations (bf16_op.py prims_ts_bf16_moe_op, fp8_op.py's impl)
@@ -221,7 +302,7 @@ NARROWED = {
     # `workspace` FlashInfer declares is a Tensor, which this rule leaves alone.)
     "workspace": Rule(None, fits_none, applies=lambda hint: "tuple[" in str(hint)),
     # The POD kernels' prefill and decode plans (dynafold's declarations,
-    # hooks/attention_plans.py), the same.
+    # hooks/ops/mechanisms/attention_plans.py), the same.
     **{f"plan_info_vec_{part}": Rule(torch.Tensor, _fits_a_tensor, applies=_is_int_list,
                                      restore=_as_ints) for part in ("p", "d")},
     # 0.7.4's nvfp4_quantize_cute_dsl (dynafold's declaration): its optional pair of caller
@@ -263,12 +344,22 @@ NARROWED = {
     # - `sinks: Optional[List[Tensor]]`: None or one tensor, what the body hands its kernel
     #   (csrc/trtllm_fmha_kernel_launcher.cu: `Optional<TensorView> attention_sinks`).
     "kv_cache": Rule(torch.Tensor, _fits_a_tensor, applies=lambda hint: is_union(hint)),
+    # append_paged_kv_cache and the NVFP4 appends (dynafold's declarations of the public
+    # functions): `paged_kv_cache: Union[Tensor, Tuple[Tensor, Tensor]]`, narrowed to the one
+    # paged tensor [pages, 2, ...], which the operator writes whole (hooks/ops/registry/
+    # attention.py says why); a (K, V) pair is traced as shipped, into FlashInfer's own
+    # declaration.
+    "paged_kv_cache": Rule(torch.Tensor, _fits_a_tensor, applies=lambda hint: is_union(hint)),
     "out_dtype": Rule(typing.Optional[torch.dtype],
                       lambda value: value is None or isinstance(value, torch.dtype),
                       applies=lambda hint: is_union(hint) and str in typing.get_args(hint)),
-    "kv_cache_sf": Rule(typing.Optional[torch.Tensor],
-                        lambda value: value is None or isinstance(value, torch.Tensor),
-                        applies=lambda hint: is_union(hint)),
+    # The NVFP4 appends' (dynafold's declarations, 0.6.16 on) `kv_cache_sf: Union[Tensor,
+    # Tuple[Tensor, Tensor]]`, no None: the one stacked scale cache, beside `paged_kv_cache`.
+    "kv_cache_sf": (Rule(torch.Tensor, _fits_a_tensor,
+                         applies=lambda hint: is_union(hint) and not _is_optional(hint)),
+                    Rule(typing.Optional[torch.Tensor],
+                         lambda value: value is None or isinstance(value, torch.Tensor),
+                         applies=lambda hint: is_union(hint))),
     "sinks": Rule(typing.Optional[torch.Tensor],
                   lambda value: value is None or isinstance(value, torch.Tensor),
                   applies=lambda hint: "List" in str(hint)),
@@ -341,7 +432,7 @@ def pack_variadic(extra):
 def unpack_variadic(tensors, floats, ints, kinds):
     """The operator's packed arguments as FlashInfer's `*args` again."""
     sources = {"t": iter(tensors), "f": iter(floats), "i": iter(ints), "b": iter(ints)}
-    out = []
+    out: typing.List[typing.Any] = []
     for kind in kinds:
         if kind == "n":
             out.append(None)
@@ -361,15 +452,19 @@ def is_union(hint):
     """A Union other than Optional, which torch's schemas cannot express (written
     `Union[float, Tensor]` or, 0.7.x's nvfp4_quantize_cute_dsl `global_scale`,
     `float | torch.Tensor`)."""
-    return typing.get_origin(hint) in (typing.Union, types.UnionType) and len(
+    return typing.get_origin(hint) in _UNION_ORIGINS and len(
         [a for a in typing.get_args(hint) if a is not type(None)]) > 1
+
+
+def _is_optional(hint):
+    return type(None) in typing.get_args(hint)
 
 
 def _is_optional_tensor_tuple(hint):
     """`Optional[Tuple[Tensor, ...]]` (0.7.4 nvfp4_quantize_cute_dsl's `out`, the caller's
     destinations), which no schema type says."""
     members = [a for a in typing.get_args(hint) if a is not type(None)]
-    if typing.get_origin(hint) not in (typing.Union, types.UnionType) or len(members) != 1 \
+    if typing.get_origin(hint) not in _UNION_ORIGINS or len(members) != 1 \
             or len(members) == len(typing.get_args(hint)):
         return False
     inner = typing.get_args(members[0])
@@ -467,11 +562,20 @@ def variants(fn, hints, variadic=False, fits=None, keywords=None):
     """The narrowings of `fn`, one per combination of members of its `Union[scalar, Tensor]`
     parameters not in NARROWED (FlashInfer's fp8-quant norms' `scale`, xqa's `q_scale` and
     `kv_scale`), or one; a reason when it cannot be narrowed. `fits` and `keywords`: as
-    `Narrowing.of`'s (hooks/op_corrections.py `when` and `keywords`)."""
+    `Narrowing.of`'s (a correction's `when` and `keywords`, engine/record.py)."""
     splits = _union_splits(hints)
     if isinstance(splits, str):
         return splits
-    return _per_split(fn, hints, splits, variadic=variadic, fits=fits, keywords=keywords)
+    out = _per_split(fn, hints, splits, variadic=variadic, fits=fits, keywords=keywords)
+    if isinstance(out, str):
+        return out
+    for draw in draw_forms(fn, hints):
+        more = _per_split(fn, hints, splits, variadic=variadic, fits=fits, keywords=keywords,
+                          draw=draw)
+        # A form that cannot be an operator stays traced as shipped; the others still are.
+        if not isinstance(more, str):
+            out += more
+    return out
 
 
 def _per_split(fn, hints, splits, **how):
@@ -520,21 +624,25 @@ class Narrowing:
         self.positional = len(names)  # how many of FlashInfer's parameters take positions
         # The position of FlashInfer's `*args` (a JIT run function's variant arguments), which
         # the operator takes packed (VARIADIC); None when it has none.
-        self.variadic = None
-        self.extra_names = ()       # the operator's parameters after the kept ones
-        self.keywords = ()          # the names taken from FlashInfer's `**kwargs`
+        self.variadic: typing.Optional[int] = None
+        # the operator's parameters after the kept ones
+        self.extra_names: typing.Tuple[str, ...] = ()
+        self.keywords: typing.Tuple[str, ...] = ()  # the names taken from FlashInfer's `**kwargs`
+        # (position among kept, function of the call's value -> the operator's), applied by
+        # what Dynamo calls: a caller's generator becomes its key (`draw`).
+        self.converts: typing.Tuple[typing.Tuple[int, str], ...] = ()
 
     @classmethod
     def of(cls, fn, hints, split=None, fits=None, result=inspect.Parameter.empty,
-           variadic=False, object_defaults=False, keywords=None):
+           variadic=False, object_defaults=False, keywords=None, draw=None):
         """The narrowing of `fn` (with `split`: parameter -> (annotation, member) for a Union
         parameter this variant takes as one member; `fits`: parameter -> check, for parameters
         the operator takes as they are but only with values that pass; `result`: the
         operator's result annotation, when not `fn`'s; `variadic`: a trailing `*args` is taken
         packed, VARIADIC; `keywords`: name -> annotation of the entries a trailing `**kwargs`
         takes, each an operator parameter defaulting to None, given to FlashInfer's function
-        only when not None; a call passing any other keyword is traced as shipped), or why it
-        cannot be narrowed."""
+        only when not None; a call passing any other keyword is traced as shipped; `draw`: a
+        sampling call form of `draw_forms`), or why it cannot be narrowed."""
         split = split or {}
         fits = fits or {}
         try:
@@ -542,7 +650,9 @@ class Narrowing:
         except (TypeError, ValueError):
             return "schema not expressible (no signature)"
         names, kept, dropped, checks, params, restores = [], [], [], [], [], []
+        converts = []
         suffix = ""
+        with_generator, with_valid = draw or (False, False)
         positional = 0
         defaulted = False  # a parameter with a default came before
         # A required keyword-only parameter after a defaulted one (0.7.x's
@@ -595,14 +705,29 @@ class Narrowing:
                 continue
             if param.name in fits:
                 checks.append((index, param.name, default, fits[param.name]))
+            if with_generator and param.name == "generator":
+                # The caller's generator, as its key (a constant of the graph); the kernel
+                # gives FlashInfer's function the generator itself.
+                checks.append((index, param.name, default, _fits_given))
+                converts.append((len(kept), "generator"))
+                restores.append((len(kept), generator_of))
+                kept.append((index, param.name, default))
+                params.append(param.replace(annotation=typing.Optional[int]))
+                suffix += "_generator"
+                continue
+            if with_valid and param.name == "return_valid":
+                checks.append((index, param.name, default, _fits_true))
+                dropped.append((index, True))
+                suffix += "_valid"
+                continue
             rule = _rule(param.name, hint)
             if rule is None:
                 hint = _schema_hint(hint)
-                enum = _int_enum(hint)
-                if enum is not None:
+                enum_class = _int_enum(hint)
+                if enum_class is not None:
                     # An IntEnum (cutlass_fused_moe's `ActivationType`) is an int to the
                     # schema, and the kernel gets FlashInfer's enum back.
-                    restores.append((len(kept), _as_enum(enum)))
+                    restores.append((len(kept), _as_enum(enum_class)))
                     kept.append((index, param.name, default))
                     params.append(param.replace(annotation=int))
                     continue
@@ -620,7 +745,7 @@ class Narrowing:
                 if is_generator(hint):
                     return "schema not expressible (a Generator parameter)"
                 kept.append((index, param.name, default))
-                if _int_enum(type(default)) is not None:
+                if isinstance(default, enum.IntEnum):
                     # An int parameter whose default is an IntEnum member (the top-k
                     # functions' `tie_break=TopKTieBreak.NONE`, whose str() is "none"): the
                     # schema writes its value.
@@ -663,7 +788,8 @@ class Narrowing:
             members = [a for a in typing.get_args(result) if a is not type(None)]
             if "return_valid" not in names or members[0] is not torch.Tensor:
                 return "schema not expressible (a Union result)"
-            result = torch.Tensor
+            # With return_valid=True, FlashInfer's (samples, valid).
+            result = typing.Tuple[torch.Tensor, torch.Tensor] if with_valid else torch.Tensor
 
         if variadic_at is not None:
             params += [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
@@ -679,6 +805,7 @@ class Narrowing:
         narrowing = cls(names, kept, dropped, checks, prototype_of(fn, params, result),
                         tuple(restores), suffix)
         narrowing.positional = positional
+        narrowing.converts = tuple(converts)
         narrowing.keywords = tuple(keywords or ()) if any(
             p.kind == p.VAR_KEYWORD for p in sig.parameters.values()) else ()
         if variadic_at is not None:
@@ -711,11 +838,11 @@ class Narrowing:
             if variadic:  # the packed `*args` are last and have no defaults
                 args, extra = args[:-packed_count], unpack_variadic(*args[-packed_count:])
             # Trailing arguments the dispatcher left out at their default, back first.
-            args = list(args) + [default for _, _, default in self.kept[len(args):]]
+            values = list(args) + [default for _, _, default in self.kept[len(args):]]
             if restores:
                 for position, restore in restores:
-                    args[position] = restore(args[position])
-            full = self.full_args(args)
+                    values[position] = restore(values[position])
+            full = self.full_args(values)
             n = self.positional
             if variadic:
                 out = fn(*full, *extra)
@@ -728,7 +855,7 @@ class Narrowing:
             if fresh_list:
                 return _unlisted(out, self.gives_back[1])
             if fresh_then:
-                return _fresh_of(out, self.gives_back[1], args)
+                return _fresh_of(out, self.gives_back[1], values)
             # The given buffer is handed back by what Dynamo calls, not by the operator.
             return tuple(out)[1:] if rest_only else out
         return kernel
@@ -755,7 +882,7 @@ class Narrowing:
 
 def given_result(fn, hints, spec):
     """The narrowings of a declaration whose result is the caller's buffer `spec["argument"]`
-    when one is given (hooks/op_corrections.py, `result_is_given`): one for calls that give it
+    when one is given (a correction's `result_is_given`, engine/record.py Given): one for calls that give it
     (and whose `spec["when"]` parameters hold the values named), an operator that writes the
     buffer and returns nothing, or only its other results for the form "list+"; with
     `spec["fresh_otherwise"]`, one more for calls without it, returning the fresh result as
@@ -773,7 +900,8 @@ def given_result(fn, hints, spec):
     # The other results as a tuple of their count: a mutating operator returning Tensor[]
     # cannot be functionalized (torch's auto_functionalize refuses list results), so inductor
     # would fail where the trace succeeded.
-    result = typing.Tuple[(torch.Tensor,) * spec["rest"]] if form == "list+" else None
+    fresh = spec["rest"] if form == "list+" else 0
+    result = typing.Tuple[(torch.Tensor,) * fresh] if form == "list+" else None
     # One per combination of members of its `Union[scalar, Tensor]` parameters, as `variants`
     # makes them (0.7.4's minimax_h3_varlen_fp8_attention: three descales, a float or a
     # Tensor each).
@@ -799,10 +927,10 @@ def given_result(fn, hints, spec):
         # in its place: a Tensor, also where FlashInfer wrote no return annotation (the
         # DeepGEMM grouped GEMMs' `return out`) or a Union whose other members belong to calls
         # `when` excludes (0.7.x prims_ts_fp8_block_scale_routed_moe's unfinalized list).
-        result = (torch.Tensor if form == "itself" and (
+        otherwise_result = (torch.Tensor if form == "itself" and (
             "return" not in hints or is_union(hints["return"])) else inspect.Parameter.empty)
         fresh = _per_split(fn, hints, splits, fits={argument: fits_none, **conditions},
-                           result=result)
+                           result=otherwise_result)
         if isinstance(fresh, str):
             return fresh
         for one in fresh:
@@ -813,7 +941,7 @@ def given_result(fn, hints, spec):
 
 def fresh_result(fn, hints, spec):
     """The narrowing of a public function that allocates its outputs unless the caller gives
-    buffers for them (hooks/op_corrections.py, `fresh_only`): one operator for calls whose
+    buffers for them (a correction's `fresh_only`, engine/record.py Fresh): one operator for calls whose
     `spec["when"]` parameters are all None, returning the `spec["results"]` fresh tensors and
     writing nothing of the caller's. A call that gives a buffer is traced as shipped: its
     result is then the buffer, or a tuple holding it, by a dtype no check here can test. A
@@ -832,7 +960,7 @@ def fresh_result(fn, hints, spec):
     fits = {name: _fits(value) for name, value in spec["when"].items()}
     # The arguments FlashInfer returns after its fresh results (0.7.4's gdn_fused_decode_step:
     # `(output, conv_state, ssm_state)`, its pools updated in place): tensors, which the
-    # operator declares mutable (hooks/dormant_ops.py) and never returns; what Dynamo calls
+    # operator declares mutable (hooks/ops/engine/wake.py) and never returns; what Dynamo calls
     # hands them back after the operator's fresh results.
     fits.update({name: _fits_a_tensor for name in then})
     splits = _union_splits(hints)
@@ -895,8 +1023,9 @@ def prototype_of(fn, parameters, result):
     def prototype(*args):
         raise NotImplementedError
 
-    prototype.__signature__ = inspect.signature(fn).replace(parameters=parameters,
-                                                            return_annotation=result)
+    # (mypy has no type for an attribute set on a function: python/mypy#2087)
+    prototype.__signature__ = inspect.signature(fn).replace(  # type: ignore[attr-defined]
+        parameters=parameters, return_annotation=result)
     prototype.__name__ = fn.__name__
     return prototype
 
@@ -906,11 +1035,13 @@ def through_ops(narrowed, as_shipped):
     operator) pairs whose checks the call fits, else the function as shipped. (Dynamo inlines
     it with no source for its closure, so the closure holds only tuples, constants and
     functions.)"""
+    constant_key = _constant(generator_key)
     variants = tuple((tuple(n.checks), tuple(n.kept), op, n.gives_back, n.variadic,
-                      tuple(n.names)) for n, op in narrowed)
+                      tuple(n.names), tuple((p, constant_key) for p, _ in n.converts))
+                     for n, op in narrowed)
 
     def through_op(*args, **kwargs):
-        for checks, kept, op, gives_back, variadic, names in variants:
+        for checks, kept, op, gives_back, variadic, names, converts in variants:
             # A keyword the operator does not take (one a `**kwargs` passes on): as shipped.
             fit = all(name in names for name in kwargs)
             for index, name, default, fits in checks:
@@ -923,6 +1054,8 @@ def through_ops(narrowed, as_shipped):
                           for index, name, default in kept]
                 if variadic is not None:
                     values += pack_variadic(args[variadic:])
+                for position, convert in converts:
+                    values[position] = convert(values[position])
                 out = op(*values)
                 if gives_back is None:
                     return out
@@ -947,6 +1080,12 @@ def through_ops(narrowed, as_shipped):
                 return [values[position], *out]
         return as_shipped(*args, **kwargs)
     return through_op
+
+
+def _constant(fn):
+    """`fn` as a function Dynamo calls at trace time, its result a constant of the graph."""
+    from torch._dynamo import assume_constant_result
+    return assume_constant_result(fn)
 
 
 def _member_fits(member):

@@ -11,7 +11,7 @@ So the plan is handled where it is set, whoever sets it (`plan()`, `begin_forwar
 Setting it keeps FlashInfer's value for eager calls and, once the process compiles, an int64
 CPU tensor of the same ints; reading it gives FlashInfer's value, except while Dynamo traces,
 where it gives the tensor, a graph input like any other (guarded on its length, never on its
-values). The woken run operators take that tensor (`plan_info_vec`, hooks/op_narrowing.py) and
+values). The woken run operators take that tensor (`plan_info_vec`, hooks/ops/engine/narrowing.py) and
 hand FlashInfer its list. Wrappers planned before the first compile are remembered, weakly, and
 get their tensor when it starts. A process that never compiles keeps FlashInfer's values and
 pays one property call per read.
@@ -24,11 +24,11 @@ MLA wrapper's `self._cached_module.run(...)`, a tvm_ffi function no trace can en
 attribute holding the module (`_cached_module`) becomes a property too. Setting it keeps
 FlashInfer's module and notes it by key; reading it gives that module, except while Dynamo
 traces, where it gives a stand-in whose functions are dynafold's declarations (`mla_run` below,
-woken like FlashInfer's own by hooks/dormant_ops.py EXTRA_DECLARATIONS): the operator takes the
+woken like FlashInfer's own: their records in hooks/ops/registry/): the operator takes the
 module's key (an int, the same for every call to one built module) and calls the module's
 function with FlashInfer's arguments. The POD wrappers get their module from a cached
 loader each run (`get_batch_pod_module(...).run_tensor(...)`): the loader's stand-in under
-compile (hooks/dormant_ops.py `_outside_the_trace`) gives a stand-in of the same kind
+compile (hooks/ops/engine/wake.py `_outside_the_trace`) gives a stand-in of the same kind
 (`through_operators`).
 """
 
@@ -36,6 +36,8 @@ import inspect
 import typing
 
 import torch
+
+from _dynafold_ops.mechanisms import method_boundaries
 
 # Attributes of a wrapper that hold a plan: `_plan_info` and its POD variants.
 PREFIX = "_plan_info"
@@ -64,7 +66,7 @@ def install(module):
 
 def _plan_attributes(cls):
     """The `_plan_info*` attributes the class's own methods assign or read."""
-    found = set()
+    found: typing.Set[str] = set()
     for value in vars(cls).values():
         code = getattr(value, "__code__", None)
         if code is None:
@@ -75,7 +77,7 @@ def _plan_attributes(cls):
 
 
 # Wrappers planned before the first compile (weakly), and whether the process compiles now.
-_planned = None
+_planned: typing.Optional[typing.MutableSet[typing.Any]] = None
 _compiling = [False]
 
 
@@ -161,7 +163,7 @@ def _plan_properties(cls):
 # BatchMLAPagedAttentionWrapper.run; 0.7.2, 0.7.4 `mla/_batch_mla/_backends/_fa_common.py`
 # _run_generated_fa, the FA2/FA3 backends) calls `self._cached_module.run(...)`;
 # BatchAttention.run (`attention/_core.py`, 0.6.16-0.7.4) `self.module.run(...)`.
-HOLDERS = {}
+HOLDERS: typing.Dict[str, typing.Tuple[typing.Tuple[str, str, str, type], ...]] = {}
 
 # key -> a JIT module set on a holder (kept alive: FlashInfer's loaders cache them anyway).
 _modules = {}
@@ -275,7 +277,7 @@ def mla_run(
     (partial results); reads the int workspace (the plan's arrays). `*args`: the mask mode,
     head count, page size, sm_scale, the LSE base flag, the KV scales, 0.7.x's
     `ckv_scale_arr` (read) and, with the profiler built in, `profiler_buffer` (written): the
-    operator declares `*args`'s tensors mutable (hooks/op_narrowing.py VARIADIC)."""
+    operator declares `*args`'s tensors mutable (hooks/ops/engine/narrowing.py VARIADIC)."""
     _modules[module].run(float_workspace_buffer, int_workspace_buffer, plan_info_vec, q_nope,
                          q_pe, ckv_cache, kpe_cache, kv_indices, o, maybe_lse, *args)
 
@@ -309,7 +311,7 @@ def holistic_run(
     workspace (the plan's arrays). `*args`: mask mode, layout, head counts, page size, the
     scales, the variant's additional tensors (0.7.x's NVFP4 `maybe_k_cache_sf`,
     `maybe_v_cache_sf`, read) and a profiler build's `profiler_buffer` (written): declared
-    mutable (hooks/op_narrowing.py VARIADIC)."""
+    mutable (hooks/ops/engine/narrowing.py VARIADIC)."""
     _modules[module].run(float_workspace_buffer, int_workspace_buffer, plan_info_vec, q,
                          k_cache, v_cache, kv_indices, o, maybe_lse, *args)
 
@@ -372,7 +374,7 @@ class _AlphaMoeCalls(_HeldModule):
 
 
 # (module, loader) -> the stand-in class of what it returns, under compile.
-LOADERS = {
+LOADERS: typing.Dict[typing.Tuple[str, str], typing.Type[typing.Any]] = {
     ("flashinfer.fused_moe.alphamoe_nvfp4_sm100", "get_alphamoe_nvfp4_sm100_module"):
         _AlphaMoeCalls,
     ("flashinfer.pod", "get_pod_module"): _PodCalls,
@@ -388,8 +390,8 @@ def through_operators(loader, built):
     dynafold's declaration; else `built` itself (0.6.16's and 0.7.2's quantization modules
     have no `csf_expand`)."""
     wrapped = getattr(loader, "__wrapped__", loader)
-    calls = LOADERS.get((getattr(wrapped, "__module__", None),
-                         getattr(wrapped, "__qualname__", None)))
+    calls = LOADERS.get((getattr(wrapped, "__module__", ""),
+                         getattr(wrapped, "__qualname__", "")))
     if calls is None or not hasattr(built, calls.CALLS):
         return built
     key = id(built)
@@ -587,7 +589,7 @@ def alphamoe_complete_routed_finalize(
 # NamedTuple and takes one (`plan: Optional[Any]`, the caller's buffers), neither of which an
 # operator schema can say; its body checks data_ptr() alignment and that no two tensors
 # overlap (no trace can read an address). Under compile the public function is
-# `kimi_k3_fused_router` below (hooks/dormant_ops.py REBUILT): the plan's eight tensors go to
+# `kimi_k3_fused_router` below (hooks/ops/engine/wake.py REBUILT): the plan's eight tensors go to
 # dynafold's declarations and the NamedTuple is made again around them, as eagerly.
 KIMI_K3_BACKEND = "flashinfer.experimental.kimi_k3_fused_router.cake_backend"
 KIMI_K3_PUBLIC = "flashinfer.fused_moe.kimi_k3_fused_router"
@@ -686,12 +688,10 @@ def _holds_objects():
 def _hold(obj):
     """The key of a Python object a caller passes in (a JIT module, a prepared weight), noted
     so the operator finds it; called by Dynamo while it traces, on the real object. Held
-    weakly where the object allows it (hooks/method_boundaries.py `hold`: a prepared weight's
+    weakly where the object allows it (hooks/ops/mechanisms/method_boundaries.py `hold`: a prepared weight's
     device tensors are freed with it, and a graph whose object is gone says so), else by its
     id (a tvm_ffi module takes no weak reference; FlashInfer's loaders keep theirs anyway)."""
-    import sys
-    boundaries = sys.modules.get("_dynafold_method_boundaries")
-    key = boundaries.hold(obj) if boundaries is not None else None
+    key = method_boundaries.hold(obj)
     if key is None:
         key = id(obj)
         _modules[key] = obj
@@ -700,11 +700,10 @@ def _hold(obj):
 
 def held(key):
     """The object `_hold` gave `key` (int() specializes a SymInt key, as for a constant)."""
-    import sys
     key = int(key)
     if key in _modules:
         return _modules[key]
-    return sys.modules["_dynafold_method_boundaries"].held(key)
+    return method_boundaries.held(key)
 
 
 # The signatures the bodies below copy (names, kinds, defaults), 0.6.16 to 0.7.4; a release
@@ -784,7 +783,7 @@ def single_decode_run(
     writes `o`, `maybe_lse` when given and `tmp` (the split-KV partial results); reads q, k and
     v. `*args`: the variant's additional tensors and scalars (alibi slopes, soft cap, sm_scale,
     rope reciprocals for the standard variants), its tensors declared mutable
-    (hooks/op_narrowing.py VARIADIC)."""
+    (hooks/ops/engine/narrowing.py VARIADIC)."""
     held(module).run(q, k, v, tmp, o, maybe_lse, layout, window_left, *args)
 
 
@@ -804,7 +803,7 @@ def single_prefill_run(
     """A single-prefill JIT module's `run` (csrc/single_prefill.cu
     single_prefill_with_kv_cache): writes `o`, `maybe_lse` when given and `tmp`; reads q, k and
     v. `*args`: the variant's additional tensors (custom mask, alibi slopes, FP8 block scales)
-    and scalars, its tensors declared mutable (hooks/op_narrowing.py VARIADIC)."""
+    and scalars, its tensors declared mutable (hooks/ops/engine/narrowing.py VARIADIC)."""
     held(module).run(q, k, v, tmp, o, maybe_lse, mask_mode, layout, window_left, *args)
 
 

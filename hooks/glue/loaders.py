@@ -53,7 +53,7 @@ def _torch_cuda_home():
     try:
         from torch.utils import cpp_extension
         home = cpp_extension.CUDA_HOME
-    except Exception:
+    except Exception:  # noqa: BLE001 - torch's CUDA_HOME lookup failing: no answer, not a crash
         return None
     return (home,) if home is None or isinstance(home, str) else None
 
@@ -114,7 +114,7 @@ class ObservingLoader:
         try:
             module.__loader__ = inner
             module.__spec__.loader = inner
-        except Exception:
+        except Exception:  # noqa: BLE001 - a module that refuses the attributes keeps its own loader
             pass
         _native.after_import(self._name, module)
 

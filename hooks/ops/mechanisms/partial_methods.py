@@ -14,7 +14,7 @@ documentation. A partialmethod over anything but a plain function (a classmethod
 descriptor) is left as it is.
 
 `install(module)` runs right after a module defining FlashInfer's attention wrappers has
-executed, with the plans' hook (hooks/attention_plans.py).
+executed, with the plans' hook (hooks/ops/mechanisms/attention_plans.py).
 """
 
 import functools
@@ -47,7 +47,8 @@ def _plain(cls, attr, partial_method):
     method.__module__ = cls.__module__
     method.__doc__ = func.__doc__
     try:
-        method.__signature__ = inspect.signature(getattr(cls, attr))
+        # (mypy has no type for an attribute set on a function: python/mypy#2087)
+        method.__signature__ = inspect.signature(getattr(cls, attr))  # type: ignore[attr-defined]
     except (TypeError, ValueError):
         pass
     return method

@@ -4,8 +4,10 @@ FlashInfer's declarations are not exercised by FlashInfer itself (they are switc
 some have rotted: fakes that describe another result, `mutates_args` that leave out a buffer the
 kernel writes, a result that is one of the inputs, a generator advanced by an op declared pure.
 A compiled graph is planned on the declaration's word, so each of those is a wrong answer, not a
-slow one. The first time an operator runs for real in the process (a compiled graph's first
-call), before that result is returned:
+slow one. The first time an operator runs for real in the process in each call form (a compiled
+graph's first call; a form is which optional tensor arguments are given, since a kernel may
+write or return another thing when one is: single decode's `maybe_lse`), before that result is
+returned:
 
 - the shapes, dtypes, strides and devices of what its kernel returned are compared with what its
   fake returns for the same inputs;
@@ -15,24 +17,31 @@ call), before that result is returned:
 - every result is checked not to share storage with an input;
 - an operator not tagged `nondeterministic_seeded` must leave the random generator where it was.
 
-Any difference raises with what to do, and every verdict is kept. After the first run the
-operator is FlashInfer's function plus one dict lookup.
+Any difference raises with what to do, and every verdict is kept, per operator and form. After
+the first run of a form the operator is FlashInfer's function plus one dict lookup. An operator
+that has not run for real in the process (none of its graphs has run, or every graph dropped
+its result) is "never checked": `never_checked()`, never "agrees".
 """
 
 import functools
+import typing
 
 import torch
 
 
-# Operator key ("flashinfer::NAME", with the build for a name declared again) -> "agrees" or
-# what differs, once the operator has run for real.
-verdicts = {}
+# Operator key ("flashinfer::NAME", with the build for a name declared again), with the optional
+# tensors given in that call form (`form`) -> "agrees" or what differs, once that form has run
+# for real.
+verdicts: typing.Dict[str, str] = {}
+# Every operator key defined in the process, in definition order; those of them that have run.
+defined: typing.List[str] = []
+_ran = set()
 
 DIFFERS = (
     "dynafold: the declaration of {name} does not describe its kernel ({what}); the compiled "
     "graph was planned on the declaration and cannot be trusted. Set DYNAFOLD_OPS=0 to leave "
-    "FlashInfer's ops as it ships them, and report this to dynafold (the fix is an entry in "
-    "hooks/op_corrections.py or hooks/op_fakes.py)."
+    "FlashInfer's ops as it ships them, and report this to dynafold (the fix is in the op's "
+    "record, hooks/ops/registry/: its correction or its fake)."
 )
 
 # Up to this many bytes a non-mutable argument is copied for an exact comparison; larger ones
@@ -42,26 +51,51 @@ COPY_LIMIT = 64 << 20
 
 class Declared:
     """What the operator's declaration promises: the parameters it may write (by position and
-    name) and whether it draws from the random generator."""
+    name), whether it draws from the random generator, and its optional tensor parameters
+    ((position, name): each combination of them given is a call form, checked on its own)."""
 
-    __slots__ = ("names", "mutable", "seeded")
+    __slots__ = ("names", "mutable", "seeded", "optional")
 
-    def __init__(self, names=(), mutable=(), seeded=False):
+    def __init__(self, names=(), mutable=(), seeded=False, optional=()):
         self.names = tuple(names)
         self.mutable = frozenset(mutable)
         self.seeded = seeded
+        self.optional = tuple(optional)
+
+
+def optional_tensors(schema):
+    """(position, name) of each `Tensor?` or `Tensor[]?` argument of a parsed schema."""
+    return tuple((i, a.name) for i, a in enumerate(schema.arguments)
+                 if str(a.type) in ("Optional[Tensor]", "Optional[List[Tensor]]"))
+
+
+def form(name, optional, args, kwargs):
+    """The verdict key of one call: the operator's key, and the optional tensors given (none
+    given: the key alone)."""
+    if not optional:
+        return name
+    given = [n for i, n in optional
+             if (args[i] if i < len(args) else kwargs.get(n)) is not None]
+    return f"{name} [given: {', '.join(given)}]" if given else name
+
+
+def never_checked():
+    """The operators defined in this process that have not run for real in any form."""
+    return [key for key in defined if key not in _ran]
 
 
 def checked(name, fn, fake, declared=None):
     """FlashInfer's function as the operator's kernel, checking the declaration (`fake`, and
     `declared`: what it may write and whether it is seeded) on the first call."""
     declared = declared or Declared()
+    defined.append(name)
 
     def kernel(*args, **kwargs):
-        verdict = verdicts.get(name)
+        key = form(name, declared.optional, args, kwargs)
+        verdict = verdicts.get(key)
         if verdict is not None:
             if verdict != "agrees":
-                raise RuntimeError(DIFFERS.format(name=name, what=verdict))
+                raise RuntimeError(DIFFERS.format(name=key, what=verdict))
             return fn(*args, **kwargs)
         if _capturing():
             # Copies and comparisons cannot run inside a CUDA-graph capture; the check waits
@@ -70,15 +104,16 @@ def checked(name, fn, fake, declared=None):
             return fn(*args, **kwargs)
         before = _Snapshot(args, kwargs, declared)
         out = fn(*args, **kwargs)
-        verdict = verdicts[name] = (compare(fake, args, kwargs, out)
-                                    if fake is not None else "agrees")
+        _ran.add(name)
+        verdict = verdicts[key] = (compare(fake, args, kwargs, out)
+                                   if fake is not None else "agrees")
         if verdict == "agrees":
-            verdict = verdicts[name] = before.differences(args, kwargs, out)
+            verdict = verdicts[key] = before.differences(args, kwargs, out)
         if verdict != "agrees":
-            raise RuntimeError(DIFFERS.format(name=name, what=verdict))
+            raise RuntimeError(DIFFERS.format(name=key, what=verdict))
         return out
 
-    functools.update_wrapper(kernel, fn)
+    kernel = functools.update_wrapper(kernel, fn)
     del kernel.__wrapped__
     return kernel
 
@@ -86,7 +121,7 @@ def checked(name, fn, fake, declared=None):
 def _capturing():
     try:
         return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
-    except Exception:
+    except Exception:  # noqa: BLE001 - no CUDA to ask: not capturing
         return False
 
 
@@ -101,7 +136,7 @@ def compare(fake, args, kwargs, real):
             def fakeify(x):
                 return mode.from_tensor(x) if isinstance(x, torch.Tensor) else x
             predicted = fake(*tree_map(fakeify, args), **tree_map(fakeify, kwargs))
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - whatever the fake raises is the verdict
         return f"the fake raised {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
     got, got_shape = tree_flatten(real)
     want, want_shape = tree_flatten(predicted)
@@ -145,7 +180,7 @@ def _tensors_in(name, value):
 def _storage(t):
     try:
         return t.untyped_storage().data_ptr()
-    except Exception:  # tensors without storage (sparse, nested) are not compared
+    except Exception:  # noqa: BLE001 - tensors without storage (sparse, nested) are not compared
         return None
 
 
@@ -162,7 +197,7 @@ def _fingerprint(t):
         return None
     try:
         return hash_tensor(t.detach()).item()
-    except Exception:
+    except Exception:  # noqa: BLE001 - a tensor that cannot be hashed is not compared
         return None
 
 
@@ -172,7 +207,7 @@ def _generator_state(device):
             return torch.cuda.default_generators[device.index or 0].get_offset()
         if device.type == "cpu":
             return torch.default_generator.get_state()
-    except Exception:
+    except Exception:  # noqa: BLE001 - no generator state to read: not compared
         return None
     return None
 

@@ -26,6 +26,8 @@ import re
 import sys
 import sysconfig
 import time
+from types import FrameType
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypedDict
 
 _log = logging.getLogger("dynafold")
 
@@ -37,7 +39,26 @@ _GB_ID_RE = re.compile(r"\b(gb\d{4})\b", re.IGNORECASE)
 _SENTENCE_END_RE = re.compile(r"(?<=[.`])\s+(?=[A-Z])")
 _PREFIX_RE = re.compile(r"^Encountered graph break when attempting to trace", re.IGNORECASE)
 
-_state = {
+
+class _State(TypedDict):
+    # Where records go (None: nowhere, after uninstall).
+    sink: Optional[Callable[[Dict[str, Any]], Any]]
+    enabled: bool
+    # Logger name -> its tap.
+    taps: Dict[str, "_Tap"]
+    # (path root, whether it is the standard library's), longest first; None until needed.
+    roots: Optional[List[Tuple[str, bool]]]
+    # Graph-break type -> its id (gbNNNN), from torch's registry; None until needed.
+    gb_ids: Optional[Dict[str, str]]
+    # The keys of the warnings said once.
+    said: Set[str]
+    torch_version: Optional[str]
+    # How many loggers there were when the graph_breaks loggers were last looked for.
+    logger_count: int
+    gb_loggers: List[str]
+
+
+_state: _State = {
     "sink": None,
     "enabled": False,
     "taps": {},
@@ -254,7 +275,7 @@ def on_compile_start(callback):
         _compile_start.append(callback)
 
 
-_compile_start = []
+_compile_start: List[Callable[[], Any]] = []
 
 
 def _on_internal_record(record):
@@ -472,7 +493,7 @@ def _roots():
             p = None
         if p:
             std.add(os.path.realpath(p))
-    found = {}
+    found: Dict[str, bool] = {}
     for p in list(sys.path) + list(std):
         if not isinstance(p, str) or not p:
             continue
@@ -588,7 +609,7 @@ def _rank():
 
 
 def _find_compile_frame():
-    f = sys._getframe(1)
+    f: Optional[FrameType] = sys._getframe(1)
     n = 0
     while f is not None and n < _WALK_LIMIT:
         code = f.f_code

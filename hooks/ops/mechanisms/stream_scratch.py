@@ -18,6 +18,10 @@ Compiled code makes a float scale's tensor in the graph (no host copy when it ru
 tensor scale still stops the trace at its host read (`.item()`), so the refusal has nothing
 left to guard: under compile the check answers False (`VALIDATION_ONLY`), and the append's
 kernel (a declared op) runs as before. An answer that chose a buffer or a kernel would not be given this way.
+That answer serves only the call traced as shipped, the one given (K, V) pairs of caches: given
+stacked caches the public function is itself an operator (hooks/ops/registry/attention.py), whose
+body asks the question at run time, so a float scale in a CUDA graph capture is refused there as
+eagerly.
 
 Baking the trace-time stream's buffer, or the trace-time answer to "capturing?", into the graph
 would bring back the sharing PR #3618 removed (a compiled graph is captured later, by SGLang),
@@ -27,9 +31,11 @@ or the capture's own) and whose fake is the buffer's shape. FlashInfer's functio
 are untouched; eager calls never see the operators.
 """
 
+import functools
 import inspect
 import logging
 import sys
+import typing
 
 import torch
 
@@ -42,9 +48,9 @@ LOOKUPS = (
     ("flashinfer.topk", "_get_row_states_buffer", "topk_row_states"),
 )
 _substituted = set()
-_ops = {}
+_ops: typing.Dict[str, typing.Any] = {}
 # FlashInfer's lookups, the latest seen of each: the operators are defined once per process.
-_lookups = {}
+_lookups: typing.Dict[str, typing.Callable[..., typing.Any]] = {}
 
 
 def _prefix(buf, num_bytes):
@@ -80,9 +86,9 @@ def _operator(op_name):
 def _stand_in(op_name, lookup):
     op = _operator(op_name)
     if op_name == "stream_scratch":
-        def stand_in(name, num_bytes, device, zero_init=False):
+        def scratch_stand_in(name, num_bytes, device, zero_init=False):
             return op(name, num_bytes, torch.device(device), zero_init)
-        return stand_in
+        return scratch_stand_in
     default = inspect.signature(lookup).parameters["num_bytes"].default
     if not isinstance(default, int):
         raise TypeError(f"num_bytes defaults to {default!r}, not an int")
@@ -110,7 +116,8 @@ def make_opaque():
         lookup = _not_yet_substituted(module_name, function)
         if lookup is not None:
             _lookups[op_name] = lookup
-            _substitute(lookup, lambda: _stand_in(op_name, lookup), module_name, function)
+            _substitute(lookup, functools.partial(_stand_in, op_name, lookup), module_name,
+                        function)
     for module_name, function in VALIDATION_ONLY:
         query = _not_yet_substituted(module_name, function)
         if query is not None:
@@ -130,5 +137,5 @@ def _not_yet_substituted(module_name, function):
 def _substitute(fn, stand_in, module_name, function):
     try:
         torch._dynamo.substitute_in_graph(fn, skip_signature_check=True)(stand_in())
-    except Exception as e:  # it stays traced: a break where it would be without us
+    except Exception as e:  # noqa: BLE001 - it stays traced: a break where it would be without us
         _log.debug("dynafold: %s.%s stays traced: %s", module_name, function, e)

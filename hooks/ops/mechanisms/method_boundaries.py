@@ -5,11 +5,12 @@ tactic caches, prepared programs, locks (CuteDslMoEWrapper.run takes the AutoTun
 choice in its own body, with no declared op around it). No operator schema takes `self`, so
 such a method is an operator by the object's key: an int the object keeps, the same for every
 call to that object, that finds it again in a registry of weak references. This is the general
-form of what hooks/attention_plans.py does for a wrapper's JIT module (held by its key, called
+form of what hooks/ops/mechanisms/attention_plans.py does for a wrapper's JIT module (held by its key, called
 through dynafold's declarations taking the key).
 
-Each boundary is a row of hooks/dormant_ops.py `EXTRA_DECLARATIONS` whose function is
-`Class.method` (module, "Class.method", declared name, mutated parameters, schema). Right after
+Each boundary is an op record (hooks/ops/registry/) whose declared function is `Class.method`
+(its row of EXTRA_DECLARATIONS: module, "Class.method", declared name, mutated parameters,
+schema). Right after
 the module defining the class has executed (`install`):
 
 - the class's `__init__` gives each object its key once it is made (objects that cannot be
@@ -19,7 +20,7 @@ the module defining the class has executed (`install`):
   the object's key and the method's other arguments;
 - the declaration (`declaration(module, "Class.method")`) is a function of `wrapper_key` and
   the method's parameters after `self`, annotated as the method is, that calls FlashInfer's
-  method on the object the key holds. hooks/dormant_ops.py declares and wakes it like any other
+  method on the object the key holds. hooks/ops/engine/wake.py declares and wakes it like any other
   (corrections, narrowings and fakes keyed by the module and "Class.method", the fake reading
   what it needs of the object through `held`).
 
@@ -44,7 +45,7 @@ KEY = "_dynafold_key"
 KEY_PARAMETER = "wrapper_key"
 
 # key -> weak reference to the object.
-_held = {}
+_held: typing.Dict[int, weakref.ref] = {}
 _keys = itertools.count(1)
 # (module, "Class.method") -> the declaration calling FlashInfer's method.
 _declarations = {}
@@ -56,8 +57,11 @@ def hold(obj):
     if key is not None:
         return key
     key = next(_keys)
+
+    def forget(_, key=key):
+        _held.pop(key, None)
     try:
-        ref = weakref.ref(obj, lambda _, key=key: _held.pop(key, None))
+        ref = weakref.ref(obj, forget)
         object.__setattr__(obj, KEY, key)
     except (TypeError, AttributeError):
         return None
@@ -117,7 +121,7 @@ def _declaration(module_name, class_name, method, original):
     try:
         sig = inspect.signature(original)
         hints = typing.get_type_hints(original)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a method without a readable signature stays as shipped
         return None
     params = list(sig.parameters.values())
     if not params or params[0].name != "self" or any(p.name == KEY_PARAMETER for p in params):
@@ -129,7 +133,8 @@ def _declaration(module_name, class_name, method, original):
     def call(wrapper_key, *args, **kwargs):
         return original(held(wrapper_key), *args, **kwargs)
 
-    call.__signature__ = sig.replace(
+    # (mypy has no type for an attribute set on a function: python/mypy#2087)
+    call.__signature__ = sig.replace(  # type: ignore[attr-defined]
         parameters=[first, *rest], return_annotation=hints.get("return", sig.return_annotation))
     call.__annotations__ = {KEY_PARAMETER: int,
                             **{p.name: hints[p.name] for p in params[1:] if p.name in hints}}
@@ -153,7 +158,8 @@ def _dispatcher(original, call):
         return original(self, *args, **kwargs)
 
     functools.update_wrapper(method, original)
-    method._dynafold_dispatcher = True
+    # (mypy has no type for an attribute set on a function: python/mypy#2087)
+    method._dynafold_dispatcher = True  # type: ignore[attr-defined]
     return method
 
 
@@ -172,5 +178,6 @@ def _hold_on_init(cls):
             init(self, *args, **kwargs)
             hold(self)
         functools.update_wrapper(holding_init, init)
-    holding_init._dynafold_holds = True
+    # (mypy has no type for an attribute set on a function: python/mypy#2087)
+    holding_init._dynafold_holds = True  # type: ignore[attr-defined]
     cls.__init__ = holding_init

@@ -1,0 +1,1 @@
+"""Wakes declarations and checks what they promise; `wake` is the entry point."""

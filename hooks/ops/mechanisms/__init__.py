@@ -1,0 +1,1 @@
+"""What a declaration alone cannot give Dynamo, one mechanism per module."""
