@@ -7,6 +7,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use dynafold_core::cli;
 use dynafold_core::cli::setting::{self, Checked, Resolved, Source};
+use dynafold_core::config;
 use dynafold_core::cuda::CudaVersion;
 
 #[derive(Parser)]
@@ -34,9 +35,15 @@ enum Command {
         #[arg(long, env = "DYNAFOLD_LIB", value_name = "PATH")]
         lib: Option<PathBuf>,
         /// Also print the installed FlashInfer release's public-API table: each public tensor
-        /// op's status under torch.compile (docs/api-status/).
+        /// op's status under torch.compile(fullgraph=True), grouped by status.
         #[arg(long)]
         ops: bool,
+        /// With --ops: only the ops with this status.
+        #[arg(long, requires = "ops", value_parser = clap::builder::PossibleValuesParser::new(cli::api_table::statuses()))]
+        status: Option<String>,
+        /// Print the problems (and with --ops the table) as JSON instead of the report.
+        #[arg(long)]
+        json: bool,
     },
     /// Merge the graph-break reports of a run into one table.
     Report {
@@ -46,14 +53,23 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Show what dynafold would change in a FlashInfer source file, running nothing from it.
+    /// Show what dynafold would change in a FlashInfer source file, running nothing from it:
+    /// the unified diff, the folded values and where they came from.
     Rewrite {
-        /// Print the unified diff and the folded values (the only mode).
-        #[arg(long, value_name = "FILE")]
-        diff: PathBuf,
-        /// The file's dotted module name, e.g. flashinfer.jit.cpp_ext.
+        /// The FlashInfer source file, e.g. .../site-packages/flashinfer/jit/cpp_ext.py.
+        #[arg(
+            value_name = "FILE",
+            required_unless_present = "diff",
+            conflicts_with = "diff"
+        )]
+        file: Option<PathBuf>,
+        /// The file, the older spelling (`rewrite --diff FILE`).
+        #[arg(long, value_name = "FILE", hide = true)]
+        diff: Option<PathBuf>,
+        /// The file's dotted module name, e.g. flashinfer.jit.cpp_ext (default: from the path,
+        /// from its last `flashinfer` folder on).
         #[arg(long)]
-        module: String,
+        module: Option<String>,
         /// Fold to this CUDA version instead of resolving it.
         #[arg(long, env = "DYNAFOLD_CUDA_VERSION", value_parser = parse_version)]
         cuda_version: Option<CudaVersion>,
@@ -149,11 +165,21 @@ fn main() {
             Some(m) => run(args, m),
             None => Err("internal: no matches for run".into()),
         },
-        Command::Doctor { python, lib, ops } => {
+        Command::Doctor {
+            python,
+            lib,
+            ops,
+            status,
+            json,
+        } => {
+            use std::io::IsTerminal;
             let (out, code) = cli::doctor::run(&cli::doctor::DoctorOptions {
                 python,
                 lib,
                 ops,
+                status,
+                json,
+                progress: std::io::stderr().is_terminal(),
                 nvcc_timeout: dynafold_core::config::nvcc_timeout(),
             });
             print!("{out}");
@@ -165,21 +191,25 @@ fn main() {
             out.code
         }),
         Command::Rewrite {
+            file,
             diff,
             module,
             cuda_version,
             site_dirs,
-        } => cli::rewrite::run(
-            &diff,
-            &module,
-            cuda_version,
-            &site_dirs,
-            dynafold_core::config::nvcc_timeout(),
-        )
-        .map(|out| {
-            print!("{out}");
-            0
-        }),
+        } => match file.or(diff) {
+            Some(file) => cli::rewrite::run(
+                &file,
+                module.as_deref(),
+                cuda_version,
+                &site_dirs,
+                dynafold_core::config::nvcc_timeout(),
+            )
+            .map(|out| {
+                print!("{out}");
+                0
+            }),
+            None => Err("rewrite: no FILE given".into()),
+        },
         Command::BenchRewrite {
             iterations,
             targets,
@@ -205,8 +235,12 @@ fn source(m: &ArgMatches, id: &str) -> Source {
     }
 }
 
-/// A yes/no word right after a yes/no option is that option's old spelling (`--disable true`),
-/// not a command to run: `true` and `false` would run and exit 0, doing nothing.
+/// What clap took for the command, checked against two misreadings. A word starting with `-`
+/// not after `--` is a mistyped option (`--bogus`, `--report_dir`), not a program: clap takes
+/// it for the command (trailing_var_arg), which would fail as "cannot run --bogus" with 127,
+/// or run something. A yes/no word right after a yes/no option is that option's old spelling
+/// (`--disable true`), not a command to run: `true` and `false` would run and exit 0, doing
+/// nothing.
 fn check_command_start(command: &[OsString]) -> Result<(), String> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let Some(before) = argv
@@ -218,12 +252,35 @@ fn check_command_start(command: &[OsString]) -> Result<(), String> {
     };
     let first = command.first().and_then(|c| c.to_str()).unwrap_or_default();
     let option = before.to_str().unwrap_or_default();
+    if option != "--" && first.starts_with('-') {
+        let name = first.split_once('=').map_or(first, |(n, _)| n);
+        return Err(format!(
+            "unknown option {name} for dynafold run; its options are {} (put -- before a command that starts with -)",
+            run_options().join(", ")
+        ));
+    }
     if YES_NO_OPTIONS.contains(&option) && matches!(dynafold_values::yes_no(first), Ok(Some(_))) {
         return Err(format!(
             "{option} takes its value after '=': write {option}={first} (or put -- before the command)"
         ));
     }
     Ok(())
+}
+
+/// `dynafold run`'s options, as typed (`--log`, ..., `--help`).
+fn run_options() -> Vec<String> {
+    let cli = Cli::command();
+    let mut names: Vec<String> = cli
+        .find_subcommand("run")
+        .map(|c| {
+            c.get_arguments()
+                .filter_map(|a| a.get_long())
+                .map(|l| format!("--{l}"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.push("--help".into());
+    names
 }
 
 fn run(args: Box<RunArgs>, m: &ArgMatches) -> Result<i32, String> {
@@ -290,7 +347,21 @@ fn run(args: Box<RunArgs>, m: &ArgMatches) -> Result<i32, String> {
     };
     if let Some(d) = args.cache_dir {
         let d = std::path::absolute(&d).map_err(|e| format!("cache folder: {e}"))?;
-        env.push(("DYNAFOLD_CACHE_DIR", d.into()));
+        // A file there would make every process warn and cache nothing: said once, dropped.
+        match config::warning("DYNAFOLD_CACHE_DIR", &d.to_string_lossy()) {
+            Some(w) => {
+                let w = match source(m, "cache_dir") {
+                    Source::Variable => w,
+                    Source::CommandLine => format!(
+                        "--cache-dir={:?} is not a folder; ignored",
+                        d.display().to_string()
+                    ),
+                };
+                eprintln!("dynafold: {w}");
+                unset.push("DYNAFOLD_CACHE_DIR");
+            }
+            None => env.push(("DYNAFOLD_CACHE_DIR", d.into())),
+        }
     }
     let opts = cli::run::RunOptions {
         env,
@@ -317,7 +388,7 @@ mod tests {
                 .collect::<Vec<_>>()
         });
         let envs = run.unwrap_or_default();
-        for (name, _) in dynafold_core::config::VARIABLES {
+        for dynafold_core::config::Variable { name, .. } in dynafold_core::config::VARIABLES {
             assert!(envs.iter().any(|e| e == name), "{name} has no run option");
         }
         assert!(envs.iter().any(|e| e == "DYNAFOLD_LIB"));

@@ -1,14 +1,23 @@
 //! `dynafold doctor --ops`: the status of every public tensor op of the installed FlashInfer
 //! release under `torch.compile(fullgraph=True)`, from the tables `scripts/api-status` wrote
-//! to docs/api-status/ (shipped in the binary: printing them runs nothing).
+//! to integration/api_status/tables/ (shipped in the binary: printing them runs nothing).
 
 use serde_json::Value;
 
 /// (release, its table as JSON), one per release the program was run for.
 const TABLES: &[(&str, &str)] = &[
-    ("0.6.16", include_str!("../../docs/api-status/0.6.16.json")),
-    ("0.7.2", include_str!("../../docs/api-status/0.7.2.json")),
-    ("0.7.4", include_str!("../../docs/api-status/0.7.4.json")),
+    (
+        "0.6.16",
+        include_str!("../../integration/api_status/tables/0.6.16.json"),
+    ),
+    (
+        "0.7.2",
+        include_str!("../../integration/api_status/tables/0.7.2.json"),
+    ),
+    (
+        "0.7.4",
+        include_str!("../../integration/api_status/tables/0.7.4.json"),
+    ),
 ];
 
 /// The order statuses are counted and listed in (table.py's STATUSES).
@@ -21,17 +30,110 @@ const STATUSES: &[&str] = &[
     "untried",
 ];
 
+/// What each status means, one line (the order of STATUSES).
+pub const LEGEND: &str = "H200: compiled and bit-identical to eager on an H200 | fake: traces whole on fake tensors (stand-in device) | by design: FlashInfer rules it out | out of scope: not a model's op | fails: breaks the graph | untried";
+
+/// The statuses, in the order they are listed.
+pub fn statuses() -> &'static [&'static str] {
+    STATUSES
+}
+
 /// The releases with a table.
 pub fn releases() -> Vec<&'static str> {
     TABLES.iter().map(|(r, _)| *r).collect()
 }
 
-/// The table of `release` as `(label, value)` lines, or None when there is none.
-pub fn lines(release: &str) -> Option<Vec<(String, String)>> {
+/// One op of a table.
+pub struct Row {
+    pub name: String,
+    pub status: String,
+    pub detail: String,
+}
+
+fn ops(release: &str) -> Option<serde_json::Map<String, Value>> {
     let (_, text) = TABLES.iter().find(|(r, _)| *r == release)?;
-    let table: Value = serde_json::from_str(text).ok()?;
-    let ops = table.get("ops")?.as_object()?;
-    let mut out = Vec::new();
+    let mut table: Value = serde_json::from_str(text).ok()?;
+    match table.get_mut("ops")?.take() {
+        Value::Object(ops) => Some(ops),
+        _ => None,
+    }
+}
+
+/// The table of `release`, by status (STATUSES' order), then name; only `status` when given.
+/// None when there is no table for the release.
+pub fn rows(release: &str, status: Option<&str>) -> Option<Vec<Row>> {
+    let ops = ops(release)?;
+    let mut out: Vec<Row> = ops
+        .iter()
+        .map(|(name, row)| Row {
+            name: name.clone(),
+            status: row["status"].as_str().unwrap_or("?").to_owned(),
+            detail: detail(row),
+        })
+        .filter(|r| status.is_none_or(|s| r.status == s))
+        .collect();
+    let rank = |s: &str| {
+        STATUSES
+            .iter()
+            .position(|x| *x == s)
+            .unwrap_or(STATUSES.len())
+    };
+    out.sort_by(|a, b| (rank(&a.status), &a.name).cmp(&(rank(&b.status), &b.name)));
+    Some(out)
+}
+
+/// The table of `release` as JSON (`doctor --ops --json`): each op's row as the table holds
+/// it, less the paths of the run logs (in the source tree, not installed), its texts without
+/// them; only `status` when given.
+pub fn json(release: &str, status: Option<&str>) -> Option<Value> {
+    let ops = ops(release)?;
+    let kept = ops
+        .into_iter()
+        .filter(|(_, row)| status.is_none_or(|s| row["status"].as_str() == Some(s)))
+        .map(|(name, mut row)| {
+            if let Value::Object(fields) = &mut row {
+                fields.remove("evidence");
+                for value in fields.values_mut() {
+                    if let Value::String(text) = value {
+                        *text = without_source_paths(text);
+                    }
+                }
+            }
+            (name, row)
+        })
+        .collect();
+    Some(Value::Object(kept))
+}
+
+/// `text` without the source tree's paths (docs/..., scripts/...): an installed dynafold
+/// has none of them.
+pub fn without_source_paths(text: &str) -> String {
+    const TREE: [&str; 4] = ["docs/", "scripts/", "integration/", "tests/"];
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = TREE.iter().filter_map(|p| rest.find(p)).min() {
+        let end = rest[at..]
+            .find(|c: char| c.is_whitespace() || matches!(c, ')' | ',' | ';'))
+            .map_or(rest.len(), |e| at + e);
+        let (mut before, mut after) = (&rest[..at], &rest[end..]);
+        if before.ends_with('(') && after.starts_with(')') {
+            // "see (docs/x) here" -> "see here"
+            before = before[..before.len() - 1].trim_end_matches(' ');
+            after = &after[1..];
+        } else if after.starts_with(')') {
+            // "(a segfault, docs/x)" -> "(a segfault)"
+            before = before.trim_end_matches([' ', ',', ';']);
+        }
+        out.push_str(before);
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The counts per status, as `H200 89, fake 165, ...`.
+pub fn totals(release: &str) -> Option<(usize, String)> {
+    let ops = ops(release)?;
     let totals: Vec<String> = STATUSES
         .iter()
         .map(|s| {
@@ -42,18 +144,7 @@ pub fn lines(release: &str) -> Option<Vec<(String, String)>> {
             format!("{s} {n}")
         })
         .collect();
-    out.push((
-        format!("{} public tensor ops", ops.len()),
-        totals.join(", "),
-    ));
-    let mut names: Vec<&String> = ops.keys().collect();
-    names.sort();
-    for name in names {
-        let row = &ops[name];
-        let status = row["status"].as_str().unwrap_or("?");
-        out.push((name.clone(), format!("{status}: {}", detail(row))));
-    }
-    Some(out)
+    Some((ops.len(), totals.join(", ")))
 }
 
 /// Why the op has its status: the evidence or operators (and the fake check) when it traces,
@@ -65,27 +156,14 @@ fn detail(row: &Value) -> String {
             .unwrap_or("")
             .to_owned()
     };
-    match row["status"].as_str() {
-        Some("H200") => row["evidence"]
-            .as_array()
-            .and_then(|files| files.first())
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned(),
+    let detail = match row["status"].as_str() {
+        Some("H200") => format!("{}; fake check: {}", operators(row), text("fake_check")),
         Some("fake") => {
-            let ops: Vec<&str> = row["operators"]
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
             let check = text("fake_check");
             format!(
                 "sm{} stand-in; {}{}",
                 row["sm"].as_u64().unwrap_or(90),
-                if ops.is_empty() {
-                    "no FlashInfer operator".to_owned()
-                } else {
-                    ops.join(", ")
-                },
+                operators(row),
                 if check.is_empty() {
                     String::new()
                 } else {
@@ -98,6 +176,20 @@ fn detail(row: &Value) -> String {
         Some("fails") if !text("reason").is_empty() => text("reason"),
         Some("fails") => text("error"),
         _ => text("reason"),
+    };
+    without_source_paths(&detail)
+}
+
+/// The FlashInfer operators a traced op's graph holds.
+fn operators(row: &Value) -> String {
+    let ops: Vec<&str> = row["operators"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if ops.is_empty() {
+        "no FlashInfer operator".to_owned()
+    } else {
+        ops.join(", ")
     }
 }
 
@@ -108,15 +200,55 @@ mod tests {
     #[test]
     fn every_shipped_table_parses_and_counts_each_op_once() {
         for release in releases() {
-            let got = lines(release).expect("a table");
-            let ops = got.len() - 1;
-            let counted: usize = got[0]
-                .1
+            let all = rows(release, None).expect("a table");
+            let (n, totals) = totals(release).expect("totals");
+            assert_eq!(all.len(), n, "{release}");
+            let counted: usize = totals
                 .split(", ")
                 .filter_map(|part| part.rsplit(' ').next()?.parse::<usize>().ok())
                 .sum();
-            assert_eq!(counted, ops, "{release}");
+            assert_eq!(counted, n, "{release}");
+            let fails = rows(release, Some("fails")).expect("a table");
+            assert!(fails.iter().all(|r| r.status == "fails") && !fails.is_empty());
+            // Grouped: a status never comes back after the next one started.
+            let order: Vec<&str> = all.iter().map(|r| r.status.as_str()).collect();
+            let mut seen: Vec<&str> = Vec::new();
+            for s in order {
+                if seen.last() != Some(&s) {
+                    assert!(!seen.contains(&s), "{release}: {s} split");
+                    seen.push(s);
+                }
+            }
         }
-        assert!(lines("0.1.0").is_none());
+        assert!(rows("0.1.0", None).is_none());
+    }
+
+    /// An installed dynafold has no docs/, scripts/ or integration/ (the H200 evidence): no
+    /// row cites them.
+    #[test]
+    fn no_row_cites_the_source_tree() {
+        for release in releases() {
+            for r in rows(release, None).expect("a table") {
+                assert!(!r.detail.contains("docs/"), "{}: {}", r.name, r.detail);
+                assert!(
+                    !r.detail.contains("integration/"),
+                    "{}: {}",
+                    r.name,
+                    r.detail
+                );
+            }
+            let text = json(release, None).expect("a table").to_string();
+            assert!(
+                !text.contains("docs/")
+                    && !text.contains("scripts/")
+                    && !text.contains("integration/"),
+                "{release}"
+            );
+        }
+        assert_eq!(
+            without_source_paths("crashes (segfault, docs/gpu-run-1), eagerly"),
+            "crashes (segfault), eagerly"
+        );
+        assert_eq!(without_source_paths("see (docs/x.md) here"), "see here");
     }
 }

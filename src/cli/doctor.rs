@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::cli::api_table;
+use crate::cli::progress::Progress;
 use crate::cli::run::{find_preload, preload_value};
+use crate::config;
 use crate::cuda::{CudaVersion, Env, Outcome, PathRecipe, Resolver, TorchFacts, VersionRecipe};
 use crate::rewrite::{self, FoldContext};
 
@@ -27,6 +29,12 @@ pub struct DoctorOptions {
     pub nvcc_timeout: Duration,
     /// Print the installed release's public-API table (`--ops`).
     pub ops: bool,
+    /// Only the table's ops with this status (`--status`).
+    pub status: Option<String>,
+    /// The problems and the table as JSON instead of the report (`--json`).
+    pub json: bool,
+    /// Say on stderr which check runs once the doctor has taken a second (a terminal).
+    pub progress: bool,
 }
 
 /// One thing that stops dynafold from working here, and what to do about it.
@@ -119,29 +127,47 @@ const LIVE_PROBE: &str = "import sys; print(type(sys.meta_path[0]).__name__)";
 
 /// Runs the checks; returns the report and the exit code (0 only when nothing is wrong).
 pub fn run(opts: &DoctorOptions) -> (String, i32) {
+    let progress = Progress::start(opts.progress);
     let mut r = Report::default();
     r.text.push_str("dynafold doctor\n");
+    let env: Vec<(String, String)> = std::env::vars_os()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    check_settings(&mut r, &env);
+    progress.step("asking the Python about itself");
     let python = check_python(&mut r, opts.python.as_deref());
     let facts = python.as_ref().and_then(|p| probe_python(&mut r, p));
     let fi_dir = facts.as_ref().and_then(|f| check_packages(&mut r, f));
     let torch_dir = facts
         .as_ref()
         .and_then(|f| f.torch.dir.as_ref().map(PathBuf::from));
+    progress.step("asking nvcc and torch for the CUDA version");
     let resolver = cuda_sources(&mut r, torch_dir.as_deref(), opts.nvcc_timeout);
     if let Some(dir) = &fi_dir {
+        progress.step("running the rules over FlashInfer's files");
         dry_run(&mut r, dir, &resolver);
     }
     let lib = check_preload(&mut r, opts.lib.as_deref());
     if let (Some(py), Some(lib)) = (&python, &lib) {
-        live_check(&mut r, py, lib);
+        progress.step("starting Python with the preload");
+        live_check(&mut r, py, lib, disabled());
         if fi_dir.is_some() {
+            progress.step("importing FlashInfer with the preload");
             ops_census(&mut r, py, lib);
         }
     }
-    check_disable(&mut r, std::env::var("DYNAFOLD_DISABLE").ok().as_deref());
+    let release = facts.as_ref().and_then(|f| f.flashinfer.version.clone());
+    progress.finish();
+    if opts.json {
+        return json_report(&r, release.as_deref(), opts);
+    }
     if opts.ops {
-        let release = facts.as_ref().and_then(|f| f.flashinfer.version.as_deref());
-        api_table(&mut r, release);
+        api_table(&mut r, release.as_deref(), opts.status.as_deref());
     }
     let mut out = r.text;
     out.push('\n');
@@ -156,22 +182,120 @@ pub fn run(opts: &DoctorOptions) -> (String, i32) {
     (out, 1)
 }
 
-/// DYNAFOLD_DISABLE read as every process reads it (`dynafold_values::flag`).
-fn check_disable(r: &mut Report, raw: Option<&str>) {
-    match dynafold_values::flag("DYNAFOLD_DISABLE", raw, false) {
-        (true, _) => r.problem(
-            format!(
-                "DYNAFOLD_DISABLE={:?}: dynafold stays off in every process",
-                raw.unwrap_or_default()
-            ),
-            "unset DYNAFOLD_DISABLE (or pass --disable=false to dynafold run)",
-        ),
-        (false, Some(warning)) => r.problem(
-            format!("{warning}: every process warns, and stays on"),
-            "set DYNAFOLD_DISABLE to 0 or 1, or unset it",
-        ),
-        (false, None) => {}
+/// Version of `--json`'s layout; raised when a field changes meaning or goes.
+pub const JSON_SCHEMA: u32 = 1;
+
+/// `--json`: the problems and, with `--ops`, the installed release's table.
+fn json_report(r: &Report, release: Option<&str>, opts: &DoctorOptions) -> (String, i32) {
+    let problems: Vec<serde_json::Value> = r
+        .problems
+        .iter()
+        .map(|p| serde_json::json!({"what": p.what, "fix": p.fix}))
+        .collect();
+    let mut out = serde_json::json!({
+        "schema": JSON_SCHEMA,
+        "flashinfer": release,
+        "problems": problems,
+    });
+    if opts.ops {
+        out["statuses"] = serde_json::json!(api_table::statuses());
+        out["legend"] = serde_json::json!(api_table::LEGEND);
+        out["ops"] = release
+            .and_then(|rel| api_table::json(rel, opts.status.as_deref()))
+            .unwrap_or(serde_json::Value::Null);
     }
+    let code = i32::from(!r.problems.is_empty());
+    (format!("{out}\n"), code)
+}
+
+/// Every DYNAFOLD_* variable of `env`, read by the one reading `dynafold run` and every
+/// process use (`config::check`): one problem line for each bad value, each setting that
+/// turns dynafold (or part of it) off, and each name dynafold does not read.
+fn check_settings(r: &mut Report, env: &[(String, String)]) {
+    let mut set: Vec<&(String, String)> = env
+        .iter()
+        .filter(|(k, _)| k.starts_with("DYNAFOLD_"))
+        .collect();
+    if set.is_empty() {
+        return;
+    }
+    set.sort();
+    r.section("Settings (DYNAFOLD_* variables)");
+    for (name, raw) in set {
+        let Some(variable) = config::variable(name) else {
+            if cfg!(feature = "test-fault") && name == "DYNAFOLD_TEST_FAULT" {
+                r.line(name, &format!("{raw:?} (fault injection, a test build)"));
+                continue;
+            }
+            r.line(name, &format!("{raw:?}: not a setting of dynafold"));
+            let known: Vec<&str> = config::VARIABLES.iter().map(|v| v.name).collect();
+            r.problem(
+                format!("{name} is not a setting of dynafold (a typo?): no process reads it"),
+                format!("unset it; the settings are {}", known.join(", ")),
+            );
+            continue;
+        };
+        // `dynafold run` makes a relative folder absolute; only a bare LD_PRELOAD ignores it.
+        if variable.kind == config::Kind::Folder && !Path::new(raw).is_absolute() {
+            r.line(
+                name,
+                &format!("{raw:?}: relative; dynafold run makes it absolute, a process started without it ignores it"),
+            );
+            continue;
+        }
+        if let Some(warning) = config::warning(name, raw) {
+            r.line(name, &format!("{raw:?}: bad value"));
+            r.problem(
+                format!("{warning}: every process warns"),
+                format!("set {name} to {}, or unset it", expected(variable.kind)),
+            );
+            continue;
+        }
+        let off = match (variable.kind, dynafold_values::yes_no(raw)) {
+            (config::Kind::Flag(default), Ok(Some(v))) if v != default => Some(name.as_str()),
+            _ => None,
+        };
+        let effect = match off {
+            Some("DYNAFOLD_DISABLE") => Some((
+                "dynafold stays off in every process",
+                "unset DYNAFOLD_DISABLE (or pass --disable=false to dynafold run)",
+            )),
+            Some("DYNAFOLD_OPS") => Some((
+                "the op engine is off: FlashInfer's op declarations stay dormant, so its ops break the graph",
+                "unset DYNAFOLD_OPS (or pass --ops=1 to dynafold run)",
+            )),
+            Some("DYNAFOLD_FP4_OPAQUE") => Some((
+                "fp4_quantize's kernel stays as FlashInfer ships it, so it breaks the graph",
+                "unset DYNAFOLD_FP4_OPAQUE (or pass --fp4-opaque=1 to dynafold run)",
+            )),
+            _ => None,
+        };
+        match effect {
+            Some((what, fix)) => {
+                r.line(name, &format!("{raw:?}: {what}"));
+                r.problem(format!("{name}={raw:?}: {what}"), fix);
+            }
+            None => r.line(name, &format!("{raw:?}")),
+        }
+    }
+}
+
+/// What a value of `kind` must look like, for a fix line.
+fn expected(kind: config::Kind) -> &'static str {
+    match kind {
+        config::Kind::Flag(_) => "1 or 0 (also true/false, yes/no, on/off)",
+        config::Kind::Log => "a log filter, e.g. info or dynafold=debug",
+        config::Kind::CudaVersion => "MAJOR.MINOR, e.g. 12.8",
+        config::Kind::Seconds => "whole seconds from 1 to 600",
+        config::Kind::Folder => "an absolute path to a folder",
+        config::Kind::Library => "the path of libdynafold.so",
+    }
+}
+
+/// Whether every process will read DYNAFOLD_DISABLE as a yes.
+fn disabled() -> bool {
+    let raw = std::env::var("DYNAFOLD_DISABLE").ok();
+    dynafold_values::flag("DYNAFOLD_DISABLE", raw.as_deref(), false).0
 }
 
 /// The interpreter `dynafold run` would meet: `--python`, else `python3` on PATH.
@@ -369,12 +493,9 @@ fn cuda_sources(r: &mut Report, torch_dir: Option<&Path>, timeout: Duration) -> 
                 r.line("DYNAFOLD_CUDA_VERSION", &format!("{v} (overrides nvcc)"));
                 Some(version)
             }
+            // A problem of the settings (check_settings), said there.
             Err(why) => {
                 r.line("DYNAFOLD_CUDA_VERSION", &format!("{v:?}: ignored, {why}"));
-                r.problem(
-                    format!("DYNAFOLD_CUDA_VERSION={v:?} is invalid and will be ignored"),
-                    "set it to MAJOR.MINOR, e.g. 12.8, or unset it",
-                );
                 None
             }
         },
@@ -498,13 +619,13 @@ fn dry_run(r: &mut Report, fi_dir: &Path, resolver: &Resolver) {
                     "nothing to fold (no CUDA version check in this file)",
                 );
             }
-            Err(rewrite::Skip(why)) => {
+            Err(rewrite::Skip(why, _)) => {
                 r.line(module, &format!("loaded unchanged: {why}"));
                 let fix = if module == "flashinfer.jit.cpp_ext" {
                     "make the CUDA version knowable: set CUDA_HOME to a toolkit with bin/nvcc, or DYNAFOLD_CUDA_VERSION=MAJOR.MINOR".to_owned()
                 } else {
                     format!(
-                        "fix flashinfer.jit.cpp_ext first if it is listed; otherwise `dynafold rewrite --diff {} --module {module}` shows what is unexpected",
+                        "fix flashinfer.jit.cpp_ext first if it is listed; otherwise `dynafold rewrite {}` shows what is unexpected",
                         file.display()
                     )
                 };
@@ -532,25 +653,34 @@ fn check_preload(r: &mut Report, explicit: Option<&Path>) -> Option<PathBuf> {
     }
 }
 
-/// `python -c code` with the preload in front, as `dynafold run` would start it.
+/// `python -c code` with the preload in front, as `dynafold run` would start it, with the
+/// settings it would pass on (DYNAFOLD_DISABLE included: the check shows what a run would do).
 fn with_preload(python: &Path, lib: &Path, code: &str) -> Command {
     let mut cmd = Command::new(python);
-    cmd.args(["-c", code])
-        .env(
-            "LD_PRELOAD",
-            preload_value(lib, std::env::var_os("LD_PRELOAD").as_deref()),
-        )
-        .env_remove("DYNAFOLD_DISABLE");
+    cmd.args(["-c", code]).env(
+        "LD_PRELOAD",
+        preload_value(lib, std::env::var_os("LD_PRELOAD").as_deref()),
+    );
     cmd
 }
 
-/// Starts the interpreter with the preload and asks who is first on sys.meta_path.
-fn live_check(r: &mut Report, python: &Path, lib: &Path) {
+/// Starts the interpreter with the preload and asks who is first on sys.meta_path. With
+/// DYNAFOLD_DISABLE on, the finder must not be there (the setting is the problem, said once).
+fn live_check(r: &mut Report, python: &Path, lib: &Path, disabled: bool) {
     let verdict = match run_with_timeout(&mut with_preload(python, lib, LIVE_PROBE), PYTHON_TIMEOUT)
     {
         Ok(o) => {
             let first = String::from_utf8_lossy(&o.stdout).trim().to_owned();
-            if o.status.success() && first == "DynafoldFinder" {
+            if o.status.success() && disabled && first != "DynafoldFinder" {
+                Ok(format!(
+                    "off (DYNAFOLD_DISABLE): the interpreter starts, dynafold's finder is not installed (first finder: {first})"
+                ))
+            } else if o.status.success() && disabled {
+                Err(
+                    "DynafoldFinder is first on sys.meta_path although DYNAFOLD_DISABLE is on"
+                        .to_owned(),
+                )
+            } else if o.status.success() && first == "DynafoldFinder" {
                 Ok("DynafoldFinder is first on sys.meta_path".to_owned())
             } else if o.status.success() {
                 let why = last_line(&o.stderr);
@@ -583,9 +713,9 @@ fn live_check(r: &mut Report, python: &Path, lib: &Path) {
     }
 }
 
-/// Imports FlashInfer with the preload and prints what `hooks/dormant_ops.py` recorded.
+/// Imports FlashInfer with the preload and prints what `hooks/ops/engine/wake.py` recorded.
 const OPS_PROBE: &str = "import json, sys\nimport flashinfer\n\
-m = sys.modules.get('_dynafold_dormant_ops')\nprint(json.dumps(m.census() if m else None))";
+m = sys.modules.get('_dynafold_ops.engine.wake')\nprint(json.dumps(m.census() if m else None))";
 
 /// Per FlashInfer module: how many op declarations a compile would wake, and why the others
 /// stay as FlashInfer ships them. Informational: the fold does not depend on it.
@@ -630,33 +760,61 @@ fn ops_census(r: &mut Report, python: &Path, lib: &Path) {
         }
         r.line(name, &line);
     }
+    // Nothing has run here: no declaration is vouched for by its kernel yet.
+    r.line(
+        "first-run check",
+        "never checked in this process: each woken operator is checked against its kernel at its first real run, per call form (`status()` in the compiling process)",
+    );
 }
 
-/// The installed release's public-API table (`--ops`). Not a problem when there is none: the
+/// The installed release's public-API table (`--ops`), grouped by status, each row cut to a
+/// terminal's width (`--json` has the rows whole). Not a problem when there is none: the
 /// table is documentation, the fold does not depend on it.
-fn api_table(r: &mut Report, release: Option<&str>) {
+fn api_table(r: &mut Report, release: Option<&str>, status: Option<&str>) {
     let Some(release) = release else {
         r.section("FlashInfer public API under torch.compile");
         r.line("release", "unknown: FlashInfer's version could not be read");
         return;
     };
     r.section(&format!(
-        "FlashInfer {release} public API under torch.compile (docs/api-status/{release}.md)"
+        "FlashInfer {release} public API under torch.compile(fullgraph=True)"
     ));
-    match api_table::lines(release) {
-        Some(lines) => {
-            for (label, value) in lines {
-                r.line(&label, &value);
-            }
-        }
-        None => r.line(
+    let (Some(rows), Some((n, totals))) =
+        (api_table::rows(release, status), api_table::totals(release))
+    else {
+        r.line(
             "table",
             &format!(
-                "none for {release}; tables exist for {} (scripts/api-status RELEASE makes one)",
+                "none for {release}; this dynafold has tables for {}",
                 api_table::releases().join(", ")
             ),
-        ),
+        );
+        return;
+    };
+    r.line(&format!("{n} public tensor ops"), &totals);
+    r.text.push_str(&format!("  {}\n", api_table::LEGEND));
+    let mut current = "";
+    for (i, row) in rows.iter().enumerate() {
+        if row.status != current {
+            current = &row.status;
+            let count = rows[i..].iter().take_while(|r| r.status == current).count();
+            r.text.push_str(&format!("\n  {current} ({count})\n"));
+        }
+        let line = format!("    {:<48} {}", row.name, row.detail);
+        r.text.push_str(&cut(&line, ROW_WIDTH));
+        r.text.push('\n');
     }
+}
+
+/// The widest `--ops` row; longer ones end in "...".
+const ROW_WIDTH: usize = 160;
+
+fn cut(line: &str, width: usize) -> String {
+    if line.chars().count() <= width {
+        return line.to_owned();
+    }
+    let kept: String = line.chars().take(width - 3).collect();
+    format!("{kept}...")
 }
 
 fn last_line(bytes: &[u8]) -> String {
@@ -745,31 +903,73 @@ fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<Output, Stri
 
 #[cfg(test)]
 mod tests {
-    use super::{check_disable, release_of, Report};
+    use super::{check_settings, release_of, Report};
+
+    fn problems(vars: &[(&str, &str)]) -> Vec<String> {
+        let env: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut r = Report::default();
+        check_settings(&mut r, &env);
+        r.problems.into_iter().map(|p| p.what).collect()
+    }
 
     /// Every spelling every process reads as a yes turns dynafold off, so doctor says so.
     #[test]
     fn disable_is_read_as_the_processes_read_it() {
-        let problems = |raw: Option<&str>| {
-            let mut r = Report::default();
-            check_disable(&mut r, raw);
-            r.problems.into_iter().map(|p| p.what).collect::<Vec<_>>()
-        };
         for yes in ["1", "TRUE", "Yes", "on"] {
-            let found = problems(Some(yes));
+            let found = problems(&[("DYNAFOLD_DISABLE", yes)]);
             assert!(
                 found.len() == 1 && found[0].contains("stays off"),
                 "{yes}: {found:?}"
             );
         }
-        for no in [None, Some(""), Some("0"), Some("FALSE"), Some("Off")] {
-            assert!(problems(no).is_empty(), "{no:?}");
+        for no in ["", "0", "FALSE", "Off"] {
+            assert!(problems(&[("DYNAFOLD_DISABLE", no)]).is_empty(), "{no:?}");
         }
-        let found = problems(Some("maybe"));
+        let found = problems(&[("DYNAFOLD_DISABLE", "maybe")]);
         assert!(
-            found.len() == 1 && found[0].contains("stays on"),
+            found.len() == 1 && found[0].contains("every process warns"),
             "{found:?}"
         );
+    }
+
+    /// Each bad value is one problem, in the words every process warns with.
+    #[test]
+    fn every_setting_is_checked_once() {
+        let bad = [
+            ("DYNAFOLD_OPS", "garbage"),
+            ("DYNAFOLD_FP4_OPAQUE", "garbage"),
+            ("DYNAFOLD_LOG", "garbage"),
+            ("DYNAFOLD_NVCC_TIMEOUT", "garbage"),
+            ("DYNAFOLD_NVCC_TIMEOUT", "0"),
+            ("DYNAFOLD_CUDA_VERSION", "twelve"),
+            ("DYNAFOLD_CACHE_DIR", "/dev/null"),
+            ("DYNAFOLD_OPTS", "1"),
+        ];
+        for (name, raw) in bad {
+            let found = problems(&[(name, raw)]);
+            assert_eq!(found.len(), 1, "{name}={raw}: {found:?}");
+            assert!(found[0].starts_with(name), "{found:?}");
+        }
+        for off in [("DYNAFOLD_OPS", "0"), ("DYNAFOLD_FP4_OPAQUE", "off")] {
+            let found = problems(&[off]);
+            assert!(
+                found.len() == 1 && found[0].contains("the graph"),
+                "{found:?}"
+            );
+        }
+        let fine = [
+            ("DYNAFOLD_OPS", "1"),
+            ("DYNAFOLD_LOG", "dynafold=debug"),
+            ("DYNAFOLD_NVCC_TIMEOUT", "600"),
+            ("DYNAFOLD_CUDA_VERSION", "12.8"),
+            ("DYNAFOLD_REPORT_DIR", "/tmp"),
+            ("DYNAFOLD_CACHE_DIR", "relative/cache"),
+            ("DYNAFOLD_LIB", "/x/libdynafold.so"),
+        ];
+        assert_eq!(problems(&fine), Vec::<String>::new());
     }
 
     #[test]

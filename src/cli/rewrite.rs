@@ -1,4 +1,4 @@
-//! `dynafold rewrite --diff FILE --module NAME`: the rewrite as a unified diff, plus the
+//! `dynafold rewrite FILE [--module NAME]`: the rewrite as a unified diff, plus the
 //! folded values and where they came from. It reads FILE and runs nothing from it; the CUDA
 //! facts come from this environment exactly as the preload library would resolve them
 //! (torch's CUDA version read from its installed `version.py`).
@@ -33,18 +33,40 @@ impl FoldContext for CliContext {
     }
 }
 
+/// The dotted module name of a FlashInfer source file, from its path's last `flashinfer`
+/// folder on (`.../flashinfer/jit/cpp_ext.py` -> `flashinfer.jit.cpp_ext`).
+pub fn module_of(file: &Path) -> Option<String> {
+    let parts: Vec<&str> = file.iter().filter_map(|c| c.to_str()).collect();
+    let start = parts.iter().rposition(|p| *p == "flashinfer")?;
+    let mut names: Vec<&str> = parts[start..].to_vec();
+    let last = names.pop()?.strip_suffix(".py")?;
+    names.push(last);
+    Some(names.join("."))
+}
+
 pub fn run(
     file: &Path,
-    module: &str,
+    module: Option<&str>,
     cuda_version: Option<CudaVersion>,
     site_dirs: &[PathBuf],
     timeout: Duration,
 ) -> Result<String, String> {
+    let module = match module {
+        Some(m) => m.to_owned(),
+        None => module_of(file).ok_or_else(|| {
+            format!(
+                "{}: not under a flashinfer folder; name its module with --module",
+                file.display()
+            )
+        })?,
+    };
+    let module = module.as_str();
     if !rewrite::is_target(module) {
         return Err(format!("{module} is not a module dynafold rewrites"));
     }
     let source = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let overridden = cuda_version.is_some();
     let ctx = CliContext {
         resolver: Resolver::new(
             Env::from_process(),
@@ -53,12 +75,20 @@ pub fn run(
         )
         .with_override(cuda_version),
     };
+    // The diff names the file as a package path, as git would (`a/flashinfer/jit/...`).
+    let shown = format!("{}.py", module.replace('.', "/"));
     match rewrite::rewrite(module, &source, &ctx) {
-        Err(rewrite::Skip(reason)) => {
-            Ok(format!("{module}: would be loaded unchanged: {reason}\n"))
+        Err(rewrite::Skip(reason, _)) => {
+            let mut out = format!("{module}: would be loaded unchanged: {reason}\n");
+            if !overridden && ctx.folded_cuda_version().is_none() {
+                out.push_str(
+                    "hint: no CUDA version is known here (no nvcc answers, no torch found): pass --cuda-version MAJOR.MINOR, or --site-dir with the site-packages that hold torch\n",
+                );
+            }
+            Ok(out)
         }
         Ok(r) => {
-            let mut out = rewrite::unified_diff(&file.display().to_string(), &source, &r.source);
+            let mut out = rewrite::unified_diff(&shown, &source, &r.source);
             out.push_str("\nfolded values:\n");
             for g in &r.globals {
                 let shown = match &g.value {
@@ -79,5 +109,26 @@ pub fn run(
             }
             Ok(out)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::module_of;
+    use std::path::Path;
+
+    #[test]
+    fn the_module_is_read_from_the_path() {
+        let m = |p: &str| module_of(Path::new(p));
+        assert_eq!(
+            m("/v/lib/python3.12/site-packages/flashinfer/jit/cpp_ext.py").as_deref(),
+            Some("flashinfer.jit.cpp_ext")
+        );
+        assert_eq!(
+            m("/src/flashinfer/flashinfer/fp4_quantization.py").as_deref(),
+            Some("flashinfer.fp4_quantization")
+        );
+        assert_eq!(m("/tmp/cpp_ext.py"), None);
+        assert_eq!(m("/x/flashinfer/jit/cpp_ext.pyc"), None);
     }
 }

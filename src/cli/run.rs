@@ -173,8 +173,10 @@ pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
     let signals = signals::install_forwarding();
     signals::prepare_child(&mut cmd, signals);
     let spawned = cmd.spawn();
+    let mut left = None;
     if let Ok(child) = &spawned {
         signals::forward_to(child.id());
+        left = signals::leave_group();
     }
     signals::unblock(&signals);
     let mut child = match spawned {
@@ -192,6 +194,7 @@ pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
         .map_err(|e| format!("waiting for the command: {e}"))?;
     signals::forward_to(0);
     signals::restore_defaults(&signals);
+    signals::rejoin(left);
     if let Some(dir) = &run_dir {
         // Every process that watched for breaks (one that loaded torch's Dynamo) left a file,
         // with or without breaks in it: none means no process watched.

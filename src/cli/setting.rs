@@ -5,6 +5,7 @@
 
 use std::convert::Infallible;
 
+use crate::config;
 use crate::cuda::CudaVersion;
 
 /// A value as given, and what it reads as: `Ok(None)` is empty (unset).
@@ -30,7 +31,8 @@ pub struct Resolved<T> {
     pub warning: Option<String>,
 }
 
-/// A checked value, from `source`; `Err` only for a bad value on the command line.
+/// A checked value, from `source`; `Err` only for a bad value on the command line. A bad
+/// variable's warning is the one every process gives (`config::warning`).
 pub fn resolve<T>(
     checked: Checked<T>,
     var: &str,
@@ -45,7 +47,10 @@ pub fn resolve<T>(
         (Err(why), Source::CommandLine) => Err(format!("--{flag}={:?} {why}", checked.raw)),
         (Err(why), Source::Variable) => Ok(Resolved {
             value: None,
-            warning: Some(format!("{var}={:?} {why}; using the default", checked.raw)),
+            warning: Some(
+                config::warning(var, &checked.raw)
+                    .unwrap_or_else(|| format!("{var}={:?} {why}", checked.raw)),
+            ),
         }),
     }
 }
@@ -70,23 +75,11 @@ pub fn log_filter(raw: &str) -> Result<Checked<String>, Infallible> {
 }
 
 pub fn cuda_version(raw: &str) -> Result<Checked<CudaVersion>, Infallible> {
-    let parsed = if raw.is_empty() {
-        Ok(None)
-    } else {
-        CudaVersion::parse_override(raw)
-            .map(Some)
-            .map_err(|e| format!("is not a CUDA version: {e}"))
-    };
-    checked(raw, parsed)
+    checked(raw, config::parse_cuda_version(raw))
 }
 
 pub fn nvcc_timeout(raw: &str) -> Result<Checked<u64>, Infallible> {
-    let parsed = match raw.parse::<u64>() {
-        _ if raw.is_empty() => Ok(None),
-        Ok(s) if (1..=600).contains(&s) => Ok(Some(s)),
-        _ => Err("is not a whole number of seconds from 1 to 600".to_string()),
-    };
-    checked(raw, parsed)
+    checked(raw, config::parse_seconds(raw))
 }
 
 #[cfg(test)]
@@ -103,7 +96,7 @@ mod tests {
         assert_eq!(w.value, None);
         assert_eq!(
             w.warning.as_deref(),
-            Some("DYNAFOLD_DISABLE=\"maybe\" is not one of 1/0/true/false/yes/no/on/off; using the default")
+            Some("DYNAFOLD_DISABLE=\"maybe\" is not one of 1/0/true/false/yes/no/on/off; using the default (0)")
         );
         let e = go("maybe", Source::CommandLine).unwrap_err();
         assert!(e.starts_with("--disable=\"maybe\" is not one of"), "{e}");

@@ -1,6 +1,25 @@
 //! Signal forwarding for `dynafold run`: every signal another process sends the wrapper is
 //! passed on, unchanged, to the command, which is what a supervisor meant to reach (SGLang
 //! and uvicorn act on more than TERM and INT: USR1, USR2, HUP, WINCH, real-time signals).
+//!
+//! The command must get each signal as often as it would without the wrapper: once.
+//! - It starts with the dispositions the wrapper inherited: a signal the launcher ignored
+//!   (`&` in a script ignores INT and QUIT, nohup HUP) is ignored at exec, as it would be.
+//! - Every signal sent to the wrapper is forwarded, an inherited-ignored one too: the
+//!   command's own handlers decide (CPython installs none for an ignored INT; a server that
+//!   sets its own still hears it).
+//! - A signal sent to a process group reaches the command from the kernel already; a second,
+//!   forwarded copy would make a server count two Ctrl-Cs and exit without its graceful
+//!   shutdown. The siginfo of a kill() does not say whether it named the process or its group,
+//!   so the wrapper is kept out of the group instead (`leave_group`): when it shares its
+//!   parent's group (a script's `&`, a supervisor's plain spawn), it moves into a group of its
+//!   own once the command is started in the old one, so a group signal (`kill -TERM -PGID`,
+//!   a script's `kill 0`, a terminal's Ctrl-C) reaches the command's processes once, as
+//!   without the wrapper, and never the wrapper; a signal sent to the wrapper's pid is
+//!   forwarded. When the wrapper leads its own group (an interactive shell's job, setsid)
+//!   it stays there, where the shell's job control expects it: a terminal's signals are
+//!   recognised by si_code and not forwarded, but a kill() aimed at that group by another
+//!   process reaches the command twice (nothing tells it from a kill() of the wrapper's pid).
 
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -75,9 +94,11 @@ fn bit(sig: libc::c_int) -> u64 {
 pub struct SignalState {
     /// This process's mask before the forwarded signals were blocked.
     mask: libc::sigset_t,
-    /// Bit `sig - 1` set: `sig` got our handler. The others were ignored (nohup, a
-    /// supervisor's choice) and stay so.
+    /// Bit `sig - 1` set: `sig` got our handler.
     handled: u64,
+    /// Bit `sig - 1` set: `sig` was ignored when we started (nohup, a script's `&`), and is
+    /// ignored again in the child and after it.
+    ignored: u64,
 }
 
 /// Blocks the forwarded signals, then installs the forwarding handler. Blocked until the
@@ -93,6 +114,7 @@ pub fn install_forwarding() -> SignalState {
         let mut state = SignalState {
             mask: std::mem::zeroed(),
             handled: 0,
+            ignored: 0,
         };
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut state.mask);
         for sig in forwarded() {
@@ -100,16 +122,18 @@ pub fn install_forwarding() -> SignalState {
             if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
                 continue;
             }
-            // An ignored signal (nohup, a supervisor's choice) stays ignored for the child.
-            if old.sa_sigaction == libc::SIG_IGN {
-                continue;
-            }
+            // An ignored signal (nohup, a script's `&`) is forwarded too, and ignored again
+            // in the child before exec.
+            let ignored = old.sa_sigaction == libc::SIG_IGN;
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = forward as *const () as usize;
             sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
             libc::sigemptyset(&mut sa.sa_mask);
             if libc::sigaction(sig, &sa, std::ptr::null_mut()) == 0 {
                 state.handled |= bit(sig);
+                if ignored {
+                    state.ignored |= bit(sig);
+                }
             }
         }
         state
@@ -123,14 +147,19 @@ pub fn unblock(state: &SignalState) {
     }
 }
 
-/// Resets the signals that got our handler to their default action. No allocation and no
-/// lock: it also runs between fork and exec.
+/// Gives the signals that got our handler back the disposition we inherited: the default
+/// action, or ignored. No allocation and no lock: it also runs between fork and exec.
 fn reset_handled(state: &SignalState) {
     for sig in 1..=MAX_SIGNAL {
         if state.handled & bit(sig) != 0 {
-            // SAFETY: resetting a disposition to SIG_DFL has no preconditions.
+            let action = if state.ignored & bit(sig) != 0 {
+                libc::SIG_IGN
+            } else {
+                libc::SIG_DFL
+            };
+            // SAFETY: setting a disposition to SIG_DFL or SIG_IGN has no preconditions.
             unsafe {
-                libc::signal(sig, libc::SIG_DFL);
+                libc::signal(sig, action);
             }
         }
     }
@@ -138,9 +167,39 @@ fn reset_handled(state: &SignalState) {
 
 /// Once the child is gone there is nobody to forward to, and the handler would swallow the
 /// signal: Ctrl-C or SIGTERM could then not stop a slow merge or a write blocked on a full
-/// stderr pipe. The signals that were ignored when we started stay ignored.
+/// stderr pipe. The signals that were ignored when we started are ignored again.
 pub fn restore_defaults(state: &SignalState) {
     reset_handled(state);
+}
+
+/// The process group the wrapper left (`leave_group`), to go back to.
+pub struct LeftGroup(libc::pid_t);
+
+/// Moves the wrapper out of the process group it shares with its parent, leaving the child
+/// (already started) in it, so that a signal sent to that group reaches the child once from
+/// the kernel and is not forwarded again (see the module's comment). Not when the wrapper
+/// leads its group: a job-control shell made that group for it and watches it.
+pub fn leave_group() -> Option<LeftGroup> {
+    // SAFETY: getters without preconditions; setpgid on ourselves.
+    unsafe {
+        let group = libc::getpgrp();
+        if group == libc::getpid() || libc::getpgid(libc::getppid()) != group {
+            return None;
+        }
+        (libc::setpgid(0, 0) == 0).then_some(LeftGroup(group))
+    }
+}
+
+/// Back into the group left, once the child is gone: the summary is written from the group
+/// the launcher started us in (a background group writing to a terminal with `tostop` would
+/// be stopped). The group may be gone by then; nothing to do.
+pub fn rejoin(left: Option<LeftGroup>) {
+    if let Some(LeftGroup(group)) = left {
+        // SAFETY: setpgid on ourselves; a failure leaves us where we are.
+        unsafe {
+            libc::setpgid(0, group);
+        }
+    }
 }
 
 /// Between fork and exec the child still has our handlers and our mask; std does not reset

@@ -6,6 +6,7 @@
 //! A recipe either yields a value, or the exact error FlashInfer would raise, or says it
 //! cannot be sure (`Unfoldable`), in which case nothing is folded.
 
+mod posixpath;
 mod probe;
 mod recipes;
 #[cfg(test)]

@@ -14,6 +14,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::posixpath;
+
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Beyond this, output is not kept: no nvcc prints megabytes of `--version`.
@@ -53,13 +55,13 @@ impl ProbeResult {
 /// when it has a directory part, else each `PATH` entry joined with it (`os.get_exec_path`,
 /// falling back to `os.defpath` when PATH is unset; an empty entry means the cwd).
 pub(crate) fn exec_candidates(program: &str, path_var: Option<&str>) -> Vec<String> {
-    if !super::recipes::py_dirname(program).is_empty() {
+    if !posixpath::dirname(program).is_empty() {
         return vec![program.to_owned()];
     }
     path_var
         .unwrap_or("/bin:/usr/bin")
         .split(':')
-        .map(|dir| super::recipes::py_join(dir, program))
+        .map(|dir| posixpath::join(dir, program))
         .collect()
 }
 

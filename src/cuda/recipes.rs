@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use super::posixpath;
 use super::probe::{self, Invocation, ProbeResult, Status};
 use super::{CudaVersion, Outcome, PathRecipe, Provenance, TorchFacts, VersionRecipe};
 
@@ -190,7 +191,7 @@ impl Resolver {
                 return Outcome::Unfoldable("torch.utils.cpp_extension.CUDA_HOME is unknown".into())
             }
             Some(None) => "nvcc".to_owned(),
-            Some(Some(home)) => py_join(home, "bin/nvcc"),
+            Some(Some(home)) => posixpath::join(home, "bin/nvcc"),
         };
         match self.nvcc_version(&nvcc) {
             Ok((v, how)) => Outcome::Value(v, Provenance(how)),
@@ -206,7 +207,7 @@ impl Resolver {
 
     fn version_with_fallback(&self, p: PathRecipe) -> Outcome<CudaVersion> {
         let attempt = match self.path_step(p) {
-            Ok((home, _)) => self.nvcc_version(&py_join(&home, "bin/nvcc")),
+            Ok((home, _)) => self.nvcc_version(&posixpath::join(&home, "bin/nvcc")),
             Err(e) => Err(e),
         };
         let why = match attempt {
@@ -253,7 +254,7 @@ impl Resolver {
                 }
                 match self.which_nvcc()? {
                     Some(nvcc) => {
-                        let home = py_dirname(&py_dirname(&nvcc));
+                        let home = posixpath::dirname(&posixpath::dirname(&nvcc));
                         Ok((home, format!("which nvcc ({nvcc})")))
                     }
                     None if r == PathRecipe::EnvWhichRaise => {
@@ -394,28 +395,6 @@ fn status_error(program: &str, s: Status) -> PyErr {
         Status::Broken(m) => PyErr::Other(format!("{program}: {m}")),
         Status::Exited(c) => PyErr::Other(format!("{program}: exit status {c}")),
         Status::Signaled(c) => PyErr::Other(format!("{program}: signal {c}")),
-    }
-}
-
-/// `posixpath.dirname`.
-pub(crate) fn py_dirname(p: &str) -> String {
-    let i = p.rfind('/').map_or(0, |i| i + 1);
-    let head = p.get(..i).unwrap_or_default();
-    if !head.is_empty() && !head.bytes().all(|b| b == b'/') {
-        head.trim_end_matches('/').to_owned()
-    } else {
-        head.to_owned()
-    }
-}
-
-/// `posixpath.join(a, b)`.
-pub(crate) fn py_join(a: &str, b: &str) -> String {
-    if b.starts_with('/') {
-        b.to_owned()
-    } else if a.is_empty() || a.ends_with('/') {
-        format!("{a}{b}")
-    } else {
-        format!("{a}/{b}")
     }
 }
 

@@ -1,4 +1,4 @@
-//! One observed graph break (or failed fullgraph compile), as `hooks/dynamo_observer.py`
+//! One observed graph break (or failed fullgraph compile), as `hooks/observer/dynamo_observer.py`
 //! builds it and as it is stored, one JSON object per line, in the report files.
 
 use serde::{Deserialize, Serialize};

@@ -204,8 +204,21 @@ fn plural(n: usize) -> &'static str {
 }
 
 /// The merged report for machines.
+/// Version of `report --json`'s layout; raised when a field changes meaning or goes.
+pub const JSON_SCHEMA: u32 = 1;
+
 pub fn render_json(merged: &Merged) -> Result<String, String> {
-    serde_json::to_string_pretty(merged).map_err(|e| e.to_string())
+    #[derive(serde::Serialize)]
+    struct Versioned<'a> {
+        schema: u32,
+        #[serde(flatten)]
+        merged: &'a Merged,
+    }
+    serde_json::to_string_pretty(&Versioned {
+        schema: JSON_SCHEMA,
+        merged,
+    })
+    .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ pub fn plan(
     ctx: &dyn FoldContext,
 ) -> Result<Plan, Skip> {
     let module = rules.module.as_str();
-    let skip = |why: String| Skip(format!("{module}: {why}"));
+    let skip = |why: String| Skip::unrecognised(format!("{module}: {why}"));
 
     let mut by_role: Vec<(Role, Matched)> = Vec::new();
     for rule in &rules.functions {

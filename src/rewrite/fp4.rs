@@ -3,7 +3,7 @@
 use super::edits::{line_of, Replacement};
 use super::rules::ModuleRules;
 use super::syntax::Facts;
-use super::{Edit, FoldContext, Skip, NOTHING_TO_FOLD};
+use super::{Edit, FoldContext, Skip, SkipKind, NOTHING_TO_FOLD};
 use crate::cuda::CudaVersion;
 
 pub struct Plan {
@@ -44,13 +44,13 @@ pub fn plan(
         let rebound = facts.functions.iter().any(|f| f.name == rule.callee)
             || facts.other_bindings.iter().any(|b| b == &rule.callee);
         if !imported || rebound {
-            return Err(Skip(format!(
+            return Err(Skip::unrecognised(format!(
                 "{module}: {} is not (only) `from {} import {}`",
                 rule.callee, rule.import_from, rule.callee
             )));
         }
         let Some(folded) = ctx.folded_cuda_version() else {
-            return Err(Skip(format!(
+            return Err(Skip::unrecognised(format!(
                 "{module}: cuda_version was not folded in this process"
             )));
         };
@@ -82,17 +82,20 @@ pub fn plan(
             .iter()
             .any(|rule| source.contains(rule.callee.as_str()));
         if !named {
-            return Err(Skip(format!(
-                "{module}: {NOTHING_TO_FOLD}: it never names {}",
-                rules
-                    .call_sites
-                    .iter()
-                    .map(|r| r.callee.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
+            return Err(Skip(
+                format!(
+                    "{module}: {NOTHING_TO_FOLD}: it never names {}",
+                    rules
+                        .call_sites
+                        .iter()
+                        .map(|r| r.callee.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                SkipKind::NothingToFold,
+            ));
         }
-        return Err(Skip(format!("{module}: no rule matched")));
+        return Err(Skip::unrecognised(format!("{module}: no rule matched")));
     }
     Ok(plan)
 }

@@ -1,5 +1,5 @@
 //! The rewriter: FlashInfer module source in, line-preserving rewritten source and the list of
-//! edits out. Pure: no I/O, no Python. Rules are data (`hooks/*.toml`, embedded at build time).
+//! edits out. Pure: no I/O, no Python. Rules are data (`src/rewrite/rules/*.toml`, embedded at build time).
 //!
 //! Contract (relied on by the loader in `src/python` and by `dynafold rewrite`):
 //! - `is_target` is an exact, allocation-free match on the dotted module name.
@@ -94,22 +94,32 @@ pub struct Rewritten {
     pub cuda_version: Option<CudaVersion>,
 }
 
-/// Why a module is loaded untouched: one line, for the warning.
+/// Why a module is loaded untouched: one line, for the warning, and what kind of reason it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Skip(pub String);
+pub struct Skip(pub String, pub SkipKind);
 
-/// How a Skip's reason starts when the module has nothing dynafold folds (FlashInfer 0.7's
-/// `flashinfer.fp4_quantization` is a re-export stub): loaded unchanged as it should be, which
-/// is not worth a warning in every process.
+/// Whether a skip deserves a warning: a source the rules do not recognise does; a module with
+/// nothing to fold (FlashInfer 0.7's `flashinfer.fp4_quantization` is a re-export stub) is
+/// loaded unchanged as it should be, which is not worth a warning in every process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SkipKind {
+    Unrecognised,
+    NothingToFold,
+}
+
+/// How a nothing-to-fold reason reads.
 pub const NOTHING_TO_FOLD: &str = "nothing to fold";
 
 impl Skip {
+    /// A source the rules do not recognise.
+    pub fn unrecognised(reason: String) -> Skip {
+        Skip(reason, SkipKind::Unrecognised)
+    }
+
     /// Whether the module was left unchanged because it has nothing to fold, not because its
     /// source was not recognised.
     pub fn is_nothing_to_fold(&self) -> bool {
-        self.0
-            .split_once(": ")
-            .is_some_and(|(_, why)| why.starts_with(NOTHING_TO_FOLD))
+        self.1 == SkipKind::NothingToFold
     }
 }
 
@@ -169,9 +179,11 @@ fn definitions_only(rules: &rules::ModuleRules) -> bool {
 /// Rewrites the source of target `module`, or says in one line why it must load untouched.
 pub fn rewrite(module: &str, source: &str, ctx: &dyn FoldContext) -> Result<Rewritten, Skip> {
     if !is_target(module) {
-        return Err(Skip(format!("{module}: not a dynafold target")));
+        return Err(Skip::unrecognised(format!(
+            "{module}: not a dynafold target"
+        )));
     }
-    let skip = |why: &str| Skip(format!("{module}: {why}"));
+    let skip = |why: &str| Skip::unrecognised(format!("{module}: {why}"));
     if source.len() > MAX_SOURCE_BYTES {
         return Err(skip("source larger than dynafold handles"));
     }

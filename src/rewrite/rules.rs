@@ -1,4 +1,4 @@
-//! The rule data in `hooks/*.toml`: embedded at build time, parsed once, validated on load.
+//! The rule data in `src/rewrite/rules/*.toml`: embedded at build time, parsed once, validated on load.
 //!
 //! Rules are data so a new FlashInfer shape is a reviewed TOML change, not new Rust.
 
@@ -11,20 +11,20 @@ use crate::cuda::{PathRecipe, VersionRecipe};
 
 const HOOK_FILES: &[(&str, &str)] = &[
     (
-        "hooks/cpp_ext.toml",
-        include_str!("../../hooks/cpp_ext.toml"),
+        "src/rewrite/rules/cpp_ext.toml",
+        include_str!("rules/cpp_ext.toml"),
     ),
     (
-        "hooks/fp4_quantization.toml",
-        include_str!("../../hooks/fp4_quantization.toml"),
+        "src/rewrite/rules/fp4_quantization.toml",
+        include_str!("rules/fp4_quantization.toml"),
     ),
     (
-        "hooks/jit_fp4_quantization.toml",
-        include_str!("../../hooks/jit_fp4_quantization.toml"),
+        "src/rewrite/rules/jit_fp4_quantization.toml",
+        include_str!("rules/jit_fp4_quantization.toml"),
     ),
     (
-        "hooks/quantization_fp4_quantization.toml",
-        include_str!("../../hooks/quantization_fp4_quantization.toml"),
+        "src/rewrite/rules/quantization_fp4_quantization.toml",
+        include_str!("rules/quantization_fp4_quantization.toml"),
     ),
 ];
 
