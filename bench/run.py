@@ -108,7 +108,7 @@ def child(code, env, timeout=600):
     # communicate() reaped it: its rusage (grandchildren such as nvcc included) is
     # RUSAGE_CHILDREN's growth since just before it started.
     wall = time.perf_counter() - start
-    lines = [l for l in out.decode().splitlines() if l.startswith("BENCH ")]
+    lines = [line for line in out.decode().splitlines() if line.startswith("BENCH ")]
     if p.returncode != 0 or not lines:
         raise SystemExit(f"benchmark child failed ({p.returncode}):\n{err.decode()[-3000:]}")
     result = json.loads(lines[-1][6:])
@@ -204,7 +204,7 @@ def main():
         nvcc.write_text('#!/bin/sh\necho "Cuda compilation tools, release 12.8, V12.8.93"\n')
         nvcc.chmod(0o755)
         base.update(CUDA_HOME=str(home))
-    # Never dynafold's default cache beside the modules: the release folder may be shared.
+    # A cache of the run's own, so cold and warm starts are measured as such.
     pre = dict(base, LD_PRELOAD=args.preload, DYNAFOLD_CACHE_DIR=str(work / "cache"))
     warm_dir = work / "warm-cache"
     warm = dict(pre, DYNAFOLD_CACHE_DIR=str(warm_dir))
@@ -240,20 +240,26 @@ def main():
 
     if "2" in args.only:
         sys.path.insert(0, str(HERE))
-        import ast_fold  # noqa: E402
+        import ast_fold  # the Python prototype beside this file; only section 2 times it
         pkg = pathlib.Path(args.flashinfer) / "flashinfer"
         targets = [(m, pkg / f) for m, f in TARGET_FILES.items() if (pkg / f).exists()]
         out = subprocess.run([args.dynafold, "bench-rewrite", "--iterations", "200"]
                              + [f"{m}={p}" for m, p in targets], capture_output=True, check=True)
-        rust = {json.loads(l)["module"]: json.loads(l) for l in out.stdout.decode().splitlines()}
+        rust = {json.loads(line)["module"]: json.loads(line) for line in out.stdout.decode().splitlines()}
         for module, path in targets:
             src = path.read_text()
             comp, proto, proto_c = [], [], []
             for _ in range(30):
-                t0 = time.perf_counter(); compile(src, str(path), "exec", dont_inherit=True); t1 = time.perf_counter()
-                tree, _ = ast_fold.fold(src, str(path)); t2 = time.perf_counter()
-                compile(tree, str(path), "exec", dont_inherit=True); t3 = time.perf_counter()
-                comp.append(t1 - t0); proto.append(t2 - t1); proto_c.append(t3 - t1)
+                t0 = time.perf_counter()
+                compile(src, str(path), "exec", dont_inherit=True)
+                t1 = time.perf_counter()
+                tree, _ = ast_fold.fold(src, str(path))
+                t2 = time.perf_counter()
+                compile(tree, str(path), "exec", dont_inherit=True)
+                t3 = time.perf_counter()
+                comp.append(t1 - t0)
+                proto.append(t2 - t1)
+                proto_c.append(t3 - t1)
             rm = rust[module]["median_us"] / 1e6
             cm = statistics.median(comp)
             rows.append((f"2. rewrite {module} ({len(src) // 1024} KB, {rust[module]['edits']} edits)",
@@ -297,8 +303,11 @@ def main():
     if "4" in args.only:
         r = interleave({"unpatched": base, "dynafold": pre}, args.compile_n, COMPILE)
         b, p = r["unpatched"], r["dynafold"]
-        desc = lambda xs: (f"{fmt_ms([x['compile'] for x in xs])}; graph breaks {sorted(set(x['breaks'] for x in xs))}; "
-                           f"subprocesses while tracing {sorted(set(x['popens'] for x in xs))}")
+
+        def desc(xs):
+            return (f"{fmt_ms([x['compile'] for x in xs])}; graph breaks {sorted(set(x['breaks'] for x in xs))}; "
+                    f"subprocesses while tracing {sorted(set(x['popens'] for x in xs))}")
+
         assert all(x["folded"] for x in p) and not any(x["folded"] for x in b)
         rows.append((f"4. first call of torch.compile(fullgraph=False, backend='eager') reaching is_cuda_version_at_least('12.8') (N={args.compile_n})",
                      desc(p), desc(b),

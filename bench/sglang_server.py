@@ -103,7 +103,7 @@ def main():
     env.update(HF_HUB_OFFLINE="1", DYNAFOLD_CACHE_DIR=str(work / "dynafold-cache"))
     made = subprocess.run([sys.executable, str(HELPER), str(work)], env=env, capture_output=True,
                           text=True, timeout=600, check=True)
-    paths = json.loads([l for l in made.stdout.splitlines() if l.startswith("RESULT ")][0][7:])
+    paths = json.loads([line for line in made.stdout.splitlines() if line.startswith("RESULT ")][0][7:])
     env.update(PYTHONPATH=f"{paths['standin']}:{args.flashinfer}", SGLANG_USE_CPU_ENGINE="1")
 
     rounds = []

@@ -112,7 +112,7 @@ def enumerate_ops(flashinfer):
         except Exception:  # absent from this release, or needs what this machine lacks
             continue
         candidates += [(f"{sub}.{n}", getattr(module, n, None)) for n in _names(module)]
-    by_object = {}
+    by_object: dict[int, tuple[str, typing.Any]] = {}  # id: (shortest public name, object)
     for name, obj in candidates:
         if not (inspect.isfunction(obj) or inspect.isclass(obj)):
             continue

@@ -24,7 +24,7 @@ RULES = [
     (r"deprecated forward\(\) of an attention-sink wrapper passes no sink tensor",
      "FlashInfer's deprecated forward() has no place for the sink tensor and sm_scale its JIT "
      "variant reads; called as its signature allows, it crashes in paged_run on the H200 "
-     "(segfault, docs/gpu-run-2026-12-01-api-status-4): no valid call to trace"),
+     "(segfault, docs/gpu-runs/gpu-run-2026-12-01-api-status-4): no valid call to trace"),
     # `int(t.data_ptr())` (0.7.4's Cake KDA/GDP alignment flags) fails as the int() call itself.
     (r"unsupported operand type\(s\) for ([%|&]|//): 'int' and 'int'|data_ptr|"
      r"The type int has an nb_int C slot",
@@ -34,7 +34,7 @@ RULES = [
     # `__self__` on the partial it makes, which is where Dynamo meets a partial's setattr.
     (r"setattr\(\) is not supported on type partial",
      "calls a functools.partialmethod outside the attention wrappers dynafold makes plain "
-     "(hooks/partial_methods.py): its __get__ sets `__self__` on the partial it makes, which "
+     "(hooks/ops/mechanisms/partial_methods.py): its __get__ sets `__self__` on the partial it makes, which "
      "Dynamo cannot (Dynamo's limit), a break on a GPU too"),
     (r"setattr\(\) is not supported on type (\w+)",
      "sets an attribute of a `{0}` on the traced path (Dynamo cannot), a break on a GPU too"),
@@ -196,8 +196,8 @@ FRAME_RULES = [
 
 def _dormant(frame_list):
     """(function, why) of the first traced frame that is a FlashInfer op declaration dynafold
-    leaves dormant (hooks/op_corrections.py `dormant`), or None."""
-    corrections = getattr(sys.modules.get("_dynafold_op_corrections"), "CORRECTIONS", {})
+    leaves dormant (its record's correction `dormant`, hooks/ops/registry/), or None."""
+    corrections = getattr(sys.modules.get("_dynafold_ops.engine.corrections"), "CORRECTIONS", {})
     for frame in frame_list:
         file, _, fn = frame.partition(":")
         for (module, qualname), fields in corrections.items():
@@ -213,7 +213,7 @@ def _by_frames(error, frame_list):
     dormant = _dormant(frame_list)
     if dormant:
         return (f"FlashInfer declares `{dormant[0]}` as an op, but dynafold leaves the "
-                f"declaration dormant (hooks/op_corrections.py: {dormant[1]}), so Dynamo traces "
+                f"declaration dormant (its record's correction: {dormant[1]}), so Dynamo traces "
                 f"its body and breaks there (at {frame_list[-1]}): a break on a GPU too; needs a "
                 "dynafold boundary (a `result_is_given` correction, as "
                 "trtllm_fp4_block_scale_moe_op has)")
@@ -227,13 +227,13 @@ def _by_frames(error, frame_list):
 
 # Ops whose JIT module call dynafold holds by the module's key only where this torch lets
 # `assume_constant_result` take the module object (2.14 on) and the release's body is the one
-# hooks/attention_plans.py copies; elsewhere the trace reaches the module's function.
+# hooks/ops/mechanisms/attention_plans.py copies; elsewhere the trace reaches the module's function.
 CALLER_HELD_MODULES = {
     # decode.py / prefill.py: `jit_module.run(q, k, v, tmp, o, lse, ..., *args)` on the module
     # object the caller built and passes in (`jit_module: Any`).
     name: "calls `run` of the JIT module object the caller passes in (`jit_module: Any`, "
           "built by the caller from a gen_*_module factory): dynafold holds it by key "
-          "(hooks/attention_plans.py `_hold`) only on torch 2.14 on, whose "
+          "(hooks/ops/mechanisms/attention_plans.py `_hold`) only on torch 2.14 on, whose "
           "assume_constant_result takes a Python object, and for the body it copies; a break "
           "on a GPU too"
     for name in ("single_decode_with_kv_cache_with_jit_module",
@@ -261,7 +261,7 @@ NO_SCHEMA = {
         "checks data_ptr() alignment (the activations' `% 16`, 0.7.4; the workspace scale "
         "buffer's `% 256`) and picks its store route from `out`'s address on the traced "
         "path, a break on a GPU too; dynafold's boundary holds its `prepared` weight and "
-        "`workspace` (Python objects) by key (hooks/attention_plans.py `_hold`) only on torch "
+        "`workspace` (Python objects) by key (hooks/ops/mechanisms/attention_plans.py `_hold`) only on torch "
         "2.14 on, whose assume_constant_result takes a Python object",
     # 0.7.x kda.py recurrent_kda, SGLang 0.5.23's Kimi-Linear extend call (backend="cute-dsl").
     "recurrent_kda":
@@ -338,7 +338,7 @@ WRAPPER_HELD_STATE = {
             "can hold the call: its resources (the caller's streams, reusable fork/join events, "
             "a host lock) are a Python object no operator schema can take, and FlashInfer's "
             "own Prims-TS declarations are woken for the unpartitioned call only "
-            "(partition_resources None, hooks/op_narrowing.py), so the partitioned call is "
+            "(partition_resources None, hooks/ops/engine/narrowing.py), so the partitioned call is "
             "traced as shipped into its per-partition stream launches, a break on a GPU too")
        for op in ("prims_ts_bf16_moe_partitioned", "prims_ts_fp4_block_scale_moe_partitioned",
                   "prims_ts_fp8_block_scale_moe_partitioned",
@@ -378,8 +378,10 @@ def _reason(error, eager, frames, op):
             r"jit_module\.", error or ""):
         return CALLER_HELD_MODULES[op.rsplit(".", 1)[-1]]
     held = WRAPPER_HELD_STATE.get(op or "")
-    if held and re.search(held[0], error or ""):
-        return held[1].format(*re.search(held[0], error).groups())
+    if held:
+        found = re.search(held[0], error or "")
+        if found:
+            return held[1].format(*found.groups())
     for pattern, text in RULES:
         m = re.search(pattern, error or "")
         if m:

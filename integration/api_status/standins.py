@@ -87,8 +87,9 @@ current = [90]
 
 
 # A namedtuple: Dynamo wraps one of constants without a source (it constant-folds the
-# device query and wraps its result; a plain object it cannot).
-Properties = collections.namedtuple("Properties", sorted(DEVICES[90]))
+# device query and wraps its result; a plain object it cannot). Its fields are DEVICES' keys,
+# which the type checker cannot read.
+Properties = collections.namedtuple("Properties", sorted(DEVICES[90]))  # type: ignore[misc]
 PROPERTIES = {sm: Properties(**d) for sm, d in DEVICES.items()}
 
 
@@ -147,7 +148,8 @@ def _clear_device_caches():
 
 
 class _Built(types.SimpleNamespace):
-    __hash__ = object.__hash__  # FlashInfer caches per module object (a dict key)
+    # FlashInfer caches per module object (a dict key); SimpleNamespace is unhashable.
+    __hash__ = object.__hash__  # type: ignore[assignment]
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
@@ -466,7 +468,8 @@ def _trtllm_gen_builds():
                     or attr in NVCC_GENERATED_SPECS or attr in DOWNLOADING_SPECS):
                 setattr(module, attr, lambda *args, **kwargs: _Spec())
         if callable(vars(module).get("setup_cubin_loader")):
-            module.setup_cubin_loader = lambda *args, **kwargs: None
+            # A module object's attributes are unknown to the checker: it has no FlashInfer.
+            module.setup_cubin_loader = lambda *args, **kwargs: None  # type: ignore[attr-defined]
 
 
 def _device_switch():
@@ -486,7 +489,7 @@ def install():
     for name, module in list(sys.modules.items()):
         if name.startswith("flashinfer") and module is not None and callable(
                 vars(module).get("download_file")):
-            module.download_file = lambda *args, **kwargs: False
+            module.download_file = lambda *args, **kwargs: False  # type: ignore[attr-defined]
     torch.cuda.get_device_properties = _properties
     torch.cuda.get_device_capability = _capability
     torch.cuda.current_device = lambda: 0

@@ -2,7 +2,7 @@
 as JSON and Markdown; with --compare, fails when an op that traced in the old table does not
 trace in the new one (the CI test's check).
 
-    python table.py TRACED.json --evidence docs --json OUT.json --markdown OUT.md
+    python table.py TRACED.json --evidence integration/h200 --json OUT.json --markdown OUT.md
     python table.py NEW.json --compare OLD.json
 """
 import argparse
@@ -23,10 +23,10 @@ WORDS = {
 }
 
 
-def merge(traced, docs):
+def merge(traced, runs):
     """Marks "H200" the ops that traced on fake tensors and have GPU evidence; a table merged
     before is merged afresh (its "H200" rows were "fake" rows), so this can be rerun."""
-    found = evidence.collect(docs).get(traced["flashinfer"], {})
+    found = evidence.collect(runs).get(traced["flashinfer"], {})
     # A function's evidence may name it through its submodule (`sampling.softmax`).
     found.update({k.rsplit(".", 1)[-1]: v for k, v in list(found.items())
                   if k[0].islower() and k.rsplit(".", 1)[-1] not in found})
@@ -70,7 +70,7 @@ def _detail(row):
 
 
 def _checks(ops):
-    counts = {}
+    counts: dict[str, int] = {}
     for row in ops.values():
         if row["status"] in TRACES:
             check = row.get("fake_check", "not checked")

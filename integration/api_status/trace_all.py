@@ -15,6 +15,7 @@ import re
 import signal
 import sys
 import time
+import typing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -204,7 +205,7 @@ def try_op(build, timeout):
     devices = [90, 100]
     for sm in devices:
         standins.answer_as(sm)
-        outcome = {"sm": sm, "calls": {}}
+        outcome: dict[str, typing.Any] = {"sm": sm, "calls": {}}
         try:
             calls = _calls(build, timeout)
         except BaseException as e:
@@ -325,7 +326,7 @@ def main():
     # alarm raised inside the DSL's MLIR callbacks aborts the whole process (2026-12-02).
     parser.add_argument("--timeout", type=int, default=180)
     opts = parser.parse_args()
-    if "_dynafold_dormant_ops" not in sys.modules:
+    if "_dynafold_ops.engine.wake" not in sys.modules:
         sys.exit("trace_all.py: dynafold's preload is not active (run it through scripts/api-status)")
     standins.install()
     signal.signal(signal.SIGALRM, _alarm)

@@ -98,8 +98,8 @@ def verdict(name, entry):
                 "forward() from the paged wrapper, which has no place for the sink tensor and "
                 "sm_scale the sink variant's JIT kernel reads: called as its signature allows "
                 "it crashes in paged_run on the H200 (segfault, "
-                "docs/gpu-run-2026-12-01-api-status-4), eagerly; the wrappers' run() is the "
-                "call (it has its own row, traced)")
+                "docs/gpu-runs/gpu-run-2026-12-01-api-status-4), eagerly; the wrappers' run() "
+                "is the call (it has its own row, traced)")
     if method.startswith("supports_"):
         return ("out of scope", "a capability query (returns whether the op supports these "
                 "tensors), not an op: a server asks it once, outside any compiled forward")

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Issue 20 on the GPU machine (by hand, never in CI): the ops the public-API table says trace on
-# fake tensors as an sm90 (docs/api-status/RELEASE.json), on the H200: eager, compiled with
-# inductor, captured in a CUDA graph, compared with eager bit for bit
+# fake tensors as an sm90 (integration/api_status/tables/RELEASE.json), on the H200: eager,
+# compiled with inductor, captured in a CUDA graph, compared with eager bit for bit
 # (integration/gpu/api_status_check.py). Run once per release, e.g. for 0.6.16 and 0.7.2:
 #   integration/gpu/api_status.sh OUT_DIR RELEASE WHEEL...
-# then copy OUT_DIR to docs/gpu-run-DATE-api-status/RELEASE/ and rerun scripts/api-status: its
-# PASS lines turn those ops' status into "H200". Budget: about 4 minutes per release on 16
+# then copy OUT_DIR to integration/h200/gpu-run-DATE-api-status/RELEASE/, write the run up in
+# docs/gpu-runs/gpu-run-DATE-api-status/README.md and rerun scripts/api-status: its PASS lines
+# turn those ops' status into "H200". Budget: about 4 minutes per release on 16
 # cores (4 shards build FlashInfer's JIT modules side by side; each shard stops at
 # $CHECK_TIMEOUT s, 200 by default, so two releases stay within ~8 minutes).
 # NAMES=FILE (one public name per line): those ops only, one process each (an illegal memory
@@ -22,7 +23,7 @@ source "$(dirname "$0")/wheels.sh"
 site=${SITE:-/tmp/site-$(basename "$1" .whl)}
 use_wheels "$site" "$@" || exit 1
 cd "$root/integration/gpu"
-table="$root/docs/api-status/$release.json"
+table="$root/integration/api_status/tables/$release.json"
 [ -f "$table" ] || { echo "no table $table" >&2; exit 1; }
 python3 -c 'import torch, flashinfer; print("torch", torch.__version__, "flashinfer", flashinfer.__version__, torch.cuda.get_device_name())' | tee "$out/env.txt"
 if [ -n "$names" ]; then

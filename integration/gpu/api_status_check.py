@@ -21,9 +21,9 @@ import torch
 import flashinfer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "api_status"))
-from builders import BUILDERS  # noqa: E402
-from trace_all_keys import builder_key  # noqa: E402
-from ops_sweep import recording_inductor, graph_ops, same, _GRAPH_OPS  # noqa: E402
+from builders import BUILDERS
+from trace_all_keys import builder_key
+from ops_sweep import recording_inductor, graph_ops, same, _GRAPH_OPS
 
 
 def t(*shape, dtype=torch.bfloat16):

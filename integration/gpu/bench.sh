@@ -2,7 +2,7 @@
 # The benchmarks on the GPU machine (by hand, never in CI): issue 7's start-up, rewrite,
 # audit-hook and compile benchmarks with the machine's real CUDA and nvcc, then the FP4
 # block's per-step latency without and with dynafold. From the repository root, with the
-# built binaries in target/release and the wheels in .whl (see README "GPU run"):
+# built binaries in target/release and the wheels in .whl (see docs/testing.md, "GPU runs, by hand"):
 #   integration/gpu/bench.sh [latency|bench|all] [bench/run.py options]
 set -uo pipefail
 what=${1:-all}

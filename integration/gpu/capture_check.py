@@ -9,9 +9,9 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from piecewise import PiecewiseBackend  # noqa: E402
+from piecewise import PiecewiseBackend
 
-import flashinfer  # noqa: E402
+from fp4_block import quantizer
 
 gs = torch.tensor([336.0], device="cuda")
 
@@ -22,9 +22,7 @@ def same(a, b):
 
 for graphs in (False, True):
     for pdl in (None, False):
-        def quantize(h):
-            return flashinfer.fp4_quantize(h, gs, is_sf_swizzled_layout=False, enable_pdl=pdl)
-
+        quantize = quantizer(gs, pdl)
         quantize(torch.randn(8, 2048, device="cuda", dtype=torch.bfloat16))
         torch._dynamo.reset()
         compiled = torch.compile(quantize, fullgraph=True, backend=PiecewiseBackend(cuda_graphs=graphs), dynamic=False)

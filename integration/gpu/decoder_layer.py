@@ -45,6 +45,7 @@ import argparse
 import re
 import statistics
 import sys
+import time
 import traceback
 
 import torch
@@ -378,7 +379,9 @@ def compile_mode(mode, layer, attn, x, chain):
                 backend = PiecewiseBackend()
                 fn = torch.compile(layer.forward, fullgraph=True, dynamic=False, backend=backend)
                 fn(x, attn, opaque)  # compiles, captures the pieces, runs once
-                run = lambda: fn(x, attn, opaque)  # noqa: E731
+
+                def run(fn=fn, opaque=opaque):
+                    return fn(x, attn, opaque)
                 shape = f" splits={backend.splits} pieces={backend.pieces}"
             else:
                 backend = RecordingInductor()
@@ -451,10 +454,19 @@ def main():
                    help="only build that FlashInfer JIT module (one eager call) and exit; "
                         "decoder_layer.sh runs the four at once, as a module is a few source "
                         "files and its own build uses few cores")
+    p.add_argument("--sglang-tc", type=int, default=0, metavar="STEPS",
+                   help="issue 32 item 3: SGLang's --enable-torch-compile decode, one compile and "
+                        "one CUDA graph per --bs (the capture sizes), then STEPS steps of changing "
+                        "batch size, each with a new plan (fast_decode_plan); then exit")
     p.add_argument("--changing", type=int, default=0, metavar="STEPS",
                    help="issue 18: STEPS decode steps of changing batch (bs up to the largest "
                         "--bs), each with a new plan, from one compile; then exit")
     args = p.parse_args()
+    if args.sglang_tc:
+        torch.set_grad_enabled(False)
+        sglang_tc(Layer(), args.sglang_tc, [int(b) for b in args.bs.split(",")], args.ctx,
+                  args.iters, args.tensor_cores)
+        return
     if args.changing:
         torch.set_grad_enabled(False)
         changing_batches(Layer(), args.changing, max(int(b) for b in args.bs.split(",")),
@@ -475,7 +487,7 @@ def main():
         if hasattr(torch._dynamo.config, knob):
             setattr(torch._dynamo.config, knob, 256)
     _define_opaque_op()
-    dynafold = "_dynafold_dormant_ops" in sys.modules
+    dynafold = "_dynafold_ops.engine.wake" in sys.modules
     print(f"ENV torch={torch.__version__} flashinfer={flashinfer.__version__} "
           f"device={torch.cuda.get_device_name()} dynafold={'on' if dynafold else 'off'} "
           f"ctx={args.ctx} tensor_cores={args.tensor_cores}", flush=True)
@@ -539,7 +551,7 @@ def main():
         fields.append("spread_us=" + ",".join(f"{n}:{s}" for n, s in spread.items()))
         print(" ".join(fields), flush=True)
     print(f"BREAKS total graph_break counter: {breaks()}", flush=True)
-    status = getattr(sys.modules.get("_dynafold_dormant_ops"), "status", None)
+    status = getattr(sys.modules.get("_dynafold_ops.engine.wake"), "status", None)
     if status is not None:
         woken = {m: s["woken"] for m, s in status().items() if isinstance(s, dict) and s.get("woken")}
         print(f"WOKEN {woken}", flush=True)
@@ -584,6 +596,184 @@ class Batches:
                   self.append_positions, self.batch_indices):
             torch._dynamo.mark_dynamic(t, 0)
         return x
+
+class CapturedBatch:
+    """One capture size of SGLang's CUDA graph runner with --enable-torch-compile (0.5.23:
+    model_executor/cuda_graph_runner.py; FlashInfer backend: layers/attention/
+    flashinfer_backend.py): static input buffers, a decode wrapper in CUDA-graph mode over
+    fixed indptr / indices / last_page_len buffers (tensor cores when --tensor-cores, as SGLang
+    picks for GQA >= 4), planned once at capture with plan() and from then on with
+    fast_decode_plan (SGLang sets begin_forward to it), the forward compiled by
+    torch.compile(dynamic=False) for this size, warmed up twice and captured in one graph."""
+
+    def __init__(self, layer, bs, cache, max_pages, workspace, tensor_cores, pool):
+        self.layer, self.bs = layer, bs
+        self.k_cache, self.v_cache = cache
+        self.x = torch.zeros(bs, HIDDEN, device=DEV, dtype=torch.bfloat16)
+        self.positions = torch.zeros(bs, device=DEV, dtype=torch.int64)
+        self.append_positions = torch.zeros(bs, device=DEV, dtype=torch.int32)
+        self.batch_indices = torch.arange(bs, device=DEV, dtype=torch.int32)
+        self.indptr = torch.zeros(bs + 1, device=DEV, dtype=torch.int32)
+        self.indices = torch.zeros(max_pages, device=DEV, dtype=torch.int32)
+        self.last_page_len = torch.ones(bs, device=DEV, dtype=torch.int32)
+        self.wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
+            workspace, "NHD", use_cuda_graph=True, use_tensor_cores=tensor_cores,
+            paged_kv_indptr_buffer=self.indptr, paged_kv_indices_buffer=self.indices,
+            paged_kv_last_page_len_buffer=self.last_page_len)
+        self.pool = pool
+        self.fn = self.graph = self.out = None
+
+    def load(self, step):
+        """Copies a step's batch into the static buffers (SGLang's replay_prepare and its
+        indices updater write the wrapper's buffers in place)."""
+        n = step["indices"].numel()
+        self.indptr.copy_(step["indptr"])
+        self.indices[:n].copy_(step["indices"])
+        self.last_page_len.copy_(step["last_page_len"])
+        self.positions.copy_(step["ctx"])
+        self.append_positions.copy_(step["ctx"])
+        self.x.copy_(step["x"])
+
+    def plan(self, step, first=False):
+        args = (self.indptr, self.indices[: step["indices"].numel()], self.last_page_len,
+                NQ, NKV, HEAD, PAGE)
+        kw = dict(pos_encoding_mode="NONE", q_data_type=torch.bfloat16,
+                  kv_data_type=torch.bfloat16)
+        if first:
+            self.wrapper.plan(*args, **kw)
+        else:
+            flashinfer.fast_decode_plan(self.wrapper, *args, **kw, non_blocking=True,
+                                        global_override_indptr_cpu=step["indptr"].cpu())
+
+    def eager(self):
+        return self.layer.forward(self.x, self, False)
+
+    def compiled(self):
+        return self.fn(self.x, self, False)
+
+    def capture(self, backend):
+        self.fn = torch.compile(self.layer.forward, dynamic=False, backend=backend)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):  # SGLang's two warm-up runs before capture
+                self.compiled()
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, pool=self.pool):
+            self.out = self.compiled()
+
+    def replay(self):
+        self.graph.replay()
+        return self.out
+
+
+def decode_step(bs, max_ctx, num_pages, seed):
+    """A decode batch: bs requests with random context lengths and random pages."""
+    g = torch.Generator().manual_seed(seed)
+    ctx = torch.randint(1, max_ctx, (bs,), generator=g)
+    kv_len = ctx + 1
+    pages = (kv_len + PAGE - 1) // PAGE
+    indptr = torch.cat([torch.zeros(1, dtype=torch.int32), pages.cumsum(0).int()])
+    indices = torch.randperm(num_pages, generator=g)[: int(pages.sum())].int()
+    x = torch.randn(bs, HIDDEN, generator=g).to(torch.bfloat16)
+    return {k: v.to(DEV) for k, v in dict(
+        ctx=ctx, indptr=indptr, indices=indices, x=x,
+        last_page_len=(kv_len - (pages - 1) * PAGE).int()).items()}
+
+
+def sglang_tc(layer, steps, sizes, max_ctx, iters, tensor_cores):
+    """Issue 32 item 3. Capture: per size, plan, compile, warm up, capture. Then `steps` decode
+    steps whose batch size changes every step: load the batch, fast_decode_plan, and run it
+    eagerly (the reference), through the compiled function without its graph (Dynamo's guards
+    meet the new plan: a recompile would show in the counters) and by replaying the graph.
+    Prints SGLANG_TC with frames and recompiles per phase, equality, and per-step times (CUDA
+    events around `iters` back-to-back forwards, median over the steps)."""
+    from torch._dynamo.utils import counters
+    for knob in ("recompile_limit", "cache_size_limit"):
+        if hasattr(torch._dynamo.config, knob):
+            setattr(torch._dynamo.config, knob, 64)
+    dynafold = "_dynafold_ops.engine.wake" in sys.modules
+    print(f"ENV torch={torch.__version__} flashinfer={flashinfer.__version__} "
+          f"device={torch.cuda.get_device_name()} dynafold={'on' if dynafold else 'off'} "
+          f"ctx<={max_ctx} tensor_cores={tensor_cores} gqa={NQ // NKV} sizes={sizes}",
+          flush=True)
+    max_bs = max(sizes)
+    pages_per_req = -(-(max_ctx + 1) // PAGE)
+    num_pages = max_bs * pages_per_req
+    g = torch.Generator(device=DEV).manual_seed(7)
+    shape = (num_pages, PAGE, NKV, HEAD)
+    cache = (torch.randn(shape, generator=g, device=DEV, dtype=torch.bfloat16),
+             torch.randn(shape, generator=g, device=DEV, dtype=torch.bfloat16))
+    workspace = torch.zeros(WORKSPACE_BYTES, dtype=torch.uint8, device=DEV)
+    pool = torch.cuda.graph_pool_handle()
+    backend = RecordingInductor()
+    counters.clear()
+    runners = {}
+    start = time.perf_counter()
+    for bs in sorted(sizes, reverse=True):  # SGLang captures the largest size first
+        r = runners[bs] = CapturedBatch(layer, bs, cache, num_pages, workspace, tensor_cores,
+                                        pool)
+        step = decode_step(bs, max_ctx, num_pages, seed=10_000 + bs)
+        r.load(step)
+        r.plan(step, first=True)
+        try:
+            r.capture(backend)
+        except Exception as e:
+            print(f"SGLANG_TC bs={bs} capture failed: {first_line(e)}", flush=True)
+            traceback.print_exc(file=sys.stderr)
+            return
+    torch.cuda.synchronize()
+    frames_capture = counters["stats"].get("unique_graphs", 0)
+    breaks_capture = breaks()
+    print(f"SGLANG_TC captured sizes={sorted(sizes)} frames={frames_capture} "
+          f"graph_breaks={breaks_capture} in {time.perf_counter() - start:.1f}s; "
+          f"ops: {', '.join(backend.ops)}", flush=True)
+
+    g = torch.Generator().manual_seed(0)
+    order, prev = [], None
+    while len(order) < steps:  # a different size every step
+        bs = sizes[int(torch.randint(len(sizes), (1,), generator=g))]
+        if bs != prev or len(sizes) == 1:
+            order.append(bs)
+            prev = bs
+    unequal, diffs, times = [], [], {"eager": [], "graph": [], "plan": []}
+    for i, bs in enumerate(order):
+        r = runners[bs]
+        step = decode_step(bs, max_ctx, num_pages, seed=i)
+        r.load(step)
+        t = time.perf_counter()
+        r.plan(step)
+        times["plan"].append((time.perf_counter() - t) * 1e6)
+        ref = clone_out(r.eager())
+        got_compiled = clone_out(r.compiled())
+        got_graph = clone_out(r.replay())
+        torch.cuda.synchronize()
+        for name, got in (("compiled", got_compiled), ("graph", got_graph)):
+            same, diff = compare(ref, got)
+            if not same:
+                unequal.append(f"{i}:bs{bs}:{name}")
+                diffs.append(diff)
+        times["eager"].append(time_us(r.eager, iters))
+        times["graph"].append(time_us(r.replay, iters))
+    frames = counters["stats"].get("unique_graphs", 0)
+    e, c = statistics.median(times["eager"]), statistics.median(times["graph"])
+    per_bs = {}
+    for bs, te, tg in zip(order, times["eager"], times["graph"]):
+        per_bs.setdefault(bs, []).append((te, tg))
+    print(f"SGLANG_TC steps={steps} batch_sizes={order} frames_after_steps={frames} "
+          f"recompiles_during_steps={frames - frames_capture} "
+          f"graph_breaks_during_steps={breaks() - breaks_capture} "
+          f"unequal={unequal or 'none'}{' max_abs_diff=%g' % max(diffs) if diffs else ''}",
+          flush=True)
+    print(f"SGLANG_TC per-step forward: eager_us={e:.1f} graph_us={c:.1f} speedup={e / c:.2f}x "
+          f"(median over {steps} steps, {iters} forwards each); plan_us={statistics.median(times['plan']):.0f}",
+          flush=True)
+    for bs in sorted(per_bs):
+        te = statistics.median(t[0] for t in per_bs[bs])
+        tg = statistics.median(t[1] for t in per_bs[bs])
+        print(f"SGLANG_TC bs={bs} steps={len(per_bs[bs])} eager_us={te:.1f} graph_us={tg:.1f} "
+              f"speedup={te / tg:.2f}x", flush=True)
 
 
 def changing_batches(layer, steps, max_bs, max_ctx, tensor_cores, rounds):

@@ -20,9 +20,9 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from piecewise import PiecewiseBackend, split_marker  # noqa: E402
+from piecewise import PiecewiseBackend, split_marker
 
-import flashinfer  # noqa: E402
+import flashinfer
 
 HIDDEN = 2048
 # NVFP4's global scale is 448 * 6 / amax; activations here stay well under 8.
@@ -117,6 +117,14 @@ def _prefill(byte, device="cuda"):
     del junk
 
 
+def quantizer(gs, pdl):
+    """fp4_quantize in the linear scale layout with one enable_pdl, as a function of its own per
+    setting: each is compiled apart, and none sees a later loop value of `pdl`."""
+    def quantize(h):
+        return flashinfer.fp4_quantize(h, gs, is_sf_swizzled_layout=False, enable_pdl=pdl)
+    return quantize
+
+
 def written(device="cuda"):
     """Which output bytes does the kernel actually write? Eager calls on the same input with
     freed memory prefilled with 0x00 and with 0xFF: bytes that follow the prefill were never
@@ -125,9 +133,7 @@ def written(device="cuda"):
     gs = torch.tensor([GLOBAL_SCALE], device=device)
     out = []
     for pdl in (None, False):
-        def quantize(h):
-            return flashinfer.fp4_quantize(h, gs, is_sf_swizzled_layout=False, enable_pdl=pdl)
-
+        quantize = quantizer(gs, pdl)
         quantize(inputs(8, device))
         compiled = torch.compile(quantize, fullgraph=True, backend=PiecewiseBackend(cuda_graphs=True), dynamic=False)
         for bs in BATCHES:
@@ -166,9 +172,7 @@ def fp4_only(device="cuda"):
     gs = torch.tensor([GLOBAL_SCALE], device=device)
     results = []
     for pdl in (None, False):
-        def quantize(h):
-            return flashinfer.fp4_quantize(h, gs, is_sf_swizzled_layout=False, enable_pdl=pdl)
-
+        quantize = quantizer(gs, pdl)
         quantize(inputs(8, device))  # warm-up: builds the JIT module
         backend = PiecewiseBackend(cuda_graphs=True)
         compiled = torch.compile(quantize, fullgraph=True, backend=backend, dynamic=False)
@@ -244,10 +248,10 @@ def latency(device="cuda"):
         rows = []
         for bs in BATCHES:
             x = inputs(bs, device)
-            row = {"bs": bs, "eager_us": time_us(lambda: block(x))}
+            row = {"bs": bs, "eager_us": time_us(lambda x=x: block(x))}
             try:
                 piecewise(x)
-                row["piecewise_graphs_us"] = time_us(lambda: piecewise(x))
+                row["piecewise_graphs_us"] = time_us(lambda x=x: piecewise(x))
                 row["compiled_captured_whole_us"] = time_us(captured(plain, x))
             except Exception as e:  # without dynafold the compile fails: say so, keep going
                 row["compile_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
@@ -330,8 +334,8 @@ def compile_and_compare(device="cuda", quiet=False, split=True):
             equal = stable_rows([ref, got])
             from torch._dynamo.utils import counters
 
-            eager_us = time_us(lambda: block(x))
-            graph_us = time_us(lambda: compiled(x))
+            eager_us = time_us(lambda x=x: block(x))
+            graph_us = time_us(lambda x=x: compiled(x))
         row = {
             "bs": bs,
             "ok": True,

@@ -1,9 +1,9 @@
 """Issue 12, item 5, on the GPU, by hand: fp4_quantize's kernel through FlashInfer's own
 `fp4_quantize_sm100` declaration woken by dynafold (the general mechanism) against dynafold's
 earlier special path (hooks/fp4_opaque.py, `DYNAFOLD_FP4_SPECIAL=1`), one fresh process each.
-The special path was removed after this measurement (docs/gpu-run-2026-11-30-fp4-paths): its arm
-needs libraries built from commit 7084b8c, the last that had it; on later builds it measures the
-general path twice.
+The special path was removed after this measurement (docs/gpu-runs/gpu-run-2026-11-30-fp4-paths):
+its arm needs libraries built from commit 7084b8c, the last that had it; on later builds it
+measures the general path twice.
 
     python3 fp4_paths.py warm   # eager first (as SGLang's warm-up), then compile, capture, replay
     python3 fp4_paths.py cold   # compile before any eager call in the process
@@ -13,7 +13,7 @@ compiled call's time (Dynamo + Inductor, with a fresh Inductor cache: TORCHINDUC
 graph breaks, the operators in the graph, replay time per CUDA graph replay (CUDA events, 2,000
 replays), whether the compiled outputs' shapes, dtypes and strides are eager's, and dynafold's
 fake-check verdicts. Values are not compared: FlashInfer 0.6.16's fp4 kernel writes nothing on
-sm90 (docs/gpu-run-2026-11-30-sglang).
+sm90 (docs/gpu-runs/gpu-run-2026-11-30-sglang).
 """
 import json
 import os
@@ -103,7 +103,7 @@ def main(mode):
         eager = forward(x)
     result["layout_equal"] = layout(out) == layout(eager)
     result["replay_us"] = replay_us(compiled, x)
-    helper = sys.modules.get("_dynafold_dormant_ops")
+    helper = sys.modules.get("_dynafold_ops.engine.wake")
     if helper is not None:
         result["fake_checks"] = helper.status().get("fake checks", {})
     print("FP4PATH " + json.dumps(result), flush=True)

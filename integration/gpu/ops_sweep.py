@@ -303,7 +303,7 @@ def sweep():
             msg = " ".join(str(e).split())[:3000]
             print(f"SWEEP {name} FAIL at {step}: {type(e).__name__}: {msg}", flush=True)
     print(f"SWEEP TOTAL {passed} of {total}", flush=True)
-    mod = sys.modules.get("_dynafold_dormant_ops")
+    mod = sys.modules.get("_dynafold_ops.engine.wake")
     if mod is not None:
         print("SWEEP STATUS", mod.status(), flush=True)
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The H200 run of the FP4 block (by hand, never in CI). From the repository root, with the
-# built libraries in target/release and the wheels in .whl (see README "GPU run"):
+# built libraries in target/release and the wheels in .whl (see docs/testing.md, "GPU runs, by hand"):
 #   integration/gpu/run.sh [OUT_DIR]
 # Installs the carried flashinfer-python 0.6.16 and apache-tvm-ffi wheels, then: eager against
 # eager; the compile without dynafold (expected: the seed's error); the compile with dynafold

@@ -30,8 +30,8 @@ def main(wheel, out_dir):
         for name in names:
             if name in kept and name != record:
                 dst.writestr(src.getinfo(name), src.read(name))
-        lines = [l for l in src.read(record).decode().splitlines()
-                 if l.split(",")[0] in kept]
+        lines = [line for line in src.read(record).decode().splitlines()
+                 if line.split(",")[0] in kept]
         dst.writestr(record, "\n".join(lines) + "\n")
     print(f"{out}: {len(kept)} of {len(names)} files, {os.path.getsize(out) / 1e6:.1f} MB")
 

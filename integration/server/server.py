@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from urllib.parse import parse_qs, urlparse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import worker  # noqa: E402
+import worker
 
 START_TIMEOUT = float(os.environ.get("SERVER_START_TIMEOUT", "300"))
 REPLY_TIMEOUT = 30.0

@@ -258,8 +258,8 @@ def _sink_call(w, method, q, c, s):
 
 # The sink wrappers' deprecated forward()s are the parents': they pass the JIT variant no sink
 # tensor and no sm_scale, which its kernel reads. On the H200 (0.7.2) both prefill-sink calls
-# crash in FlashInfer's paged_run, eagerly (docs/gpu-run-2026-12-01-api-status-4): no call of
-# theirs is worth tracing.
+# crash in FlashInfer's paged_run, eagerly (docs/gpu-runs/gpu-run-2026-12-01-api-status-4): no
+# call of theirs is worth tracing.
 NO_SINK = ("FlashInfer's deprecated forward() of an attention-sink wrapper passes no sink tensor "
            "to the JIT variant that reads one")
 
@@ -487,7 +487,6 @@ def _qsa(kind):
 
 def _qsa_sparse_paged(t, fi):
     from flashinfer import sparse
-    u8 = torch.uint8
     rows = 4
     return (lambda q, kc, vc, li, bt, tr, g: sparse.qsa_sparse_paged_attention(
         q, kc, vc, li, bt, tr, False, output_gate=g),

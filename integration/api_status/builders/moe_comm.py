@@ -6,7 +6,7 @@ import inspect
 
 import torch
 
-M, H, I, E, TOP_K = 4, 256, 256, 8, 2
+M, H, I, E, TOP_K = 4, 256, 256, 8, 2  # noqa: E741  (I: intermediate size, as MoE kernels name it)
 U8, F32, FP8, BF16 = torch.uint8, torch.float32, torch.float8_e4m3fn, torch.bfloat16
 
 
@@ -261,7 +261,7 @@ def _cute_function(op, weights, **options):
 def _b12x_function(t, fi):
     """b12x_fused_moe as a caller with its own output buffer calls it (as _cute_function
     does), and without one (the result FlashInfer allocates): dynafold's boundary takes both
-    (hooks/op_corrections.py)."""
+    (their records' corrections, hooks/ops/registry/moe.py)."""
     given = _cute_function("b12x_fused_moe", _b12x_nvfp4)(t, fi)
     kwargs = _b12x_nvfp4(t)
 
@@ -275,7 +275,7 @@ def _b12x_function(t, fi):
 def _cute_given_and_fresh(op, weights, **options):
     """flashinfer.<op> called with a `moe_output` buffer (as _cute_function does) and without
     one (the result FlashInfer allocates): dynafold's boundaries of cute_dsl_fused_moe and
-    cute_dsl_fused_moe_nvfp4 take both (hooks/op_corrections.py)."""
+    cute_dsl_fused_moe_nvfp4 take both (their records' corrections, hooks/ops/registry/moe.py)."""
     def build(t, fi):
         given = _cute_function(op, weights, **options)(t, fi)
         kwargs = {**weights(t), **options}
@@ -472,7 +472,6 @@ def _mono_moe(t, fi):
 
 def _cudnn_frost_gemm1(t, fi):
     """cuDNN Frost GEMM1 + SwiGLU over tokens already grouped by expert (one group each)."""
-    from flashinfer import fused_moe
     rows = M * TOP_K
     gate, up = t(E, I, H, dtype=BF16), t(E, I, H, dtype=BF16)
     offsets, scale = t(E + 1, dtype=I32), t(1, dtype=F32)

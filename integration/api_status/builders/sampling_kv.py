@@ -87,19 +87,22 @@ def _append_paged_mla_kv_cache(t, fi):
     return f, (ckv, kpe, ckv_cache, kpe_cache, *_kv_indexing())
 
 
+def _nvfp4_caches(t):
+    """The NVFP4 appends' stacked caches [pages, 2, page, heads, ...]: packed values (uint8) and
+    block scales (e4m3; 0.7.4 checks it), the form their operators take whole (a (K, V) pair
+    goes through FlashInfer's own declaration)."""
+    return (t(PAGES, 2, PAGE, KVH, D // 2, dtype=torch.uint8),
+            t(PAGES, 2, PAGE, KVH, D // 16, dtype=torch.float8_e4m3fn))
+
+
 def _nvfp4_append(t, fi):
     k, v = t(4, KVH, D), t(4, KVH, D)
-    u8 = torch.uint8
-    kc, vc = t(PAGES, PAGE, KVH, D // 2, dtype=u8), t(PAGES, PAGE, KVH, D // 2, dtype=u8)
-    # Scale caches: e4m3 (0.7.4 checks it; earlier releases take the same bytes as uint8).
-    sf = torch.float8_e4m3fn
-    ks, vs = t(PAGES, PAGE, KVH, D // 16, dtype=sf), t(PAGES, PAGE, KVH, D // 16, dtype=sf)
 
-    def f(k, v, kc, vc, ks, vs, bi, pos, idx, indptr, last):
-        fi.nvfp4_quantize_append_paged_kv_cache(k, v, bi, pos, (kc, vc), (ks, vs), idx, indptr,
-                                                last, 1.0, 1.0)
-        return kc, vc, ks, vs
-    return f, (k, v, kc, vc, ks, vs, *_kv_indexing())
+    def f(k, v, cache, sf, bi, pos, idx, indptr, last):
+        fi.nvfp4_quantize_append_paged_kv_cache(k, v, bi, pos, cache, sf, idx, indptr, last,
+                                                1.0, 1.0)
+        return cache, sf
+    return f, (k, v, *_nvfp4_caches(t), *_kv_indexing())
 
 
 def _nvfp4_kv_quantize(t, fi):
@@ -162,15 +165,14 @@ BUILDERS = {
 
 def _nvfp4_append_slots(t, fi):
     k, v = t(4, KVH, D), t(4, KVH, D)
-    u8, sf = torch.uint8, torch.float8_e4m3fn
-    kc, vc = t(PAGES, PAGE, KVH, D // 2, dtype=u8), t(PAGES, PAGE, KVH, D // 2, dtype=u8)
-    ks, vs = t(PAGES, PAGE, KVH, D // 16, dtype=sf), t(PAGES, PAGE, KVH, D // 16, dtype=sf)
 
-    def f(k, v, slots, kc, vc, ks, vs):
-        fi.nvfp4_quantize_append_paged_kv_cache_with_slot_mapping(k, v, slots, (kc, vc),
-                                                                  (ks, vs), 1.0, 1.0)
-        return kc, vc, ks, vs
-    return f, (k, v, torch.zeros(4, device="cuda", dtype=torch.int64), kc, vc, ks, vs)
+    def f(k, v, slots, cache, sf):
+        fi.nvfp4_quantize_append_paged_kv_cache_with_slot_mapping(k, v, slots, cache, sf, 1.0,
+                                                                  1.0)
+        return cache, sf
+    # A slot of its own per token (tokens sharing one race on a GPU, as in _kv_indexing).
+    slots = torch.arange(4, device="cuda", dtype=torch.int64)
+    return f, (k, v, slots, *_nvfp4_caches(t))
 
 
 def _nvfp4_append_mla(t, fi):
