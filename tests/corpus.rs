@@ -1,6 +1,6 @@
 //! Every target module of every real FlashInfer release in the corpus
 //! (`scripts/fetch-corpus`), rewritten as if the process had CUDA 12.8, must give exactly the
-//! README's table "Which sites each FlashInfer release has".
+//! table "Which sites each FlashInfer release has" in docs/architecture.md.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,7 +11,7 @@ use dynafold_core::rewrite::{rewrite, TARGETS};
 mod common;
 use common::{corpus_dir, version, Cuda128};
 
-/// One cell of the README's table.
+/// One cell of docs/architecture.md's table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Cell {
     /// `-`: the release has no such module.
@@ -38,7 +38,7 @@ const FP4_2: Cell = Sites(&[
     "fp4.is_cuda_version_at_least",
 ]);
 
-/// The README's table, row for row; columns in `TARGETS` order. Every release that
+/// docs/architecture.md's table, row for row; columns in `TARGETS` order. Every release that
 /// scripts/fetch-corpus installs must be here and in the corpus.
 const EXPECTED: [(&str, [Cell; 4]); 9] = [
     ("0.2.0.post2", [Absent, Absent, Absent, Absent]),
@@ -105,8 +105,8 @@ fn corpus_rewrites_cleanly() {
     assert_eq!(
         found,
         wanted,
-        "the releases in {} are not the README's table's: run scripts/fetch-corpus (or update \
-         EXPECTED and the README together)",
+        "the releases in {} are not docs/architecture.md's table's: run scripts/fetch-corpus (or update \
+         EXPECTED and docs/architecture.md together)",
         corpus.display()
     );
     for release_dir in &releases {
@@ -187,7 +187,7 @@ fn corpus_rewrites_cleanly() {
         for ((module, got), want) in TARGETS.iter().zip(&row).zip(&expected) {
             if !got.is(want) {
                 mismatches.push(format!(
-                    "{release} {module}: got {got:?}, README says {want:?}"
+                    "{release} {module}: got {got:?}, docs/architecture.md says {want:?}"
                 ));
             }
         }
@@ -216,7 +216,7 @@ fn corpus_rewrites_cleanly() {
     println!("{} rewritten modules compiled with CPython", written.len());
     assert!(
         mismatches.is_empty(),
-        "the README's table is wrong:\n{}",
+        "docs/architecture.md's table is wrong:\n{}",
         mismatches.join("\n")
     );
     let expected_written = EXPECTED

@@ -29,8 +29,8 @@ SHARED_PYTHON = os.environ.get("DYNAFOLD_SHARED_PYTHON") or os.path.realpath(sys
 STATIC_PYTHON = os.environ.get("DYNAFOLD_STATIC_PYTHON", "/usr/bin/python3.11")
 
 # Skips that may leave a test unproven without failing the run: none. A skip is a claim of the
-# README quietly not checked (a missing release, tool or interpreter), so it fails the test;
-# add a reason here only with the README saying what is then not proven.
+# README or docs/testing.md quietly not checked (a missing release, tool or interpreter), so it
+# fails the test; add a reason here only with docs/testing.md saying what is then not proven.
 ALLOWED_SKIPS = ()
 
 
@@ -104,8 +104,8 @@ def _session_caches(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def _test_caches(tmp_path_factory):
-    # dynafold's bytecode otherwise lands beside FlashInfer in the shared release folders and
-    # in ~/.cache: every run after a machine's first would test only the warm path.
+    # dynafold's bytecode otherwise lands in ~/.cache: every run after a machine's first would
+    # test only the warm path.
     root = tmp_path_factory.mktemp("caches")
     _caches["test"] = {"DYNAFOLD_CACHE_DIR": str(root / "dynafold"), "XDG_CACHE_HOME": str(root / "xdg")}
     yield
@@ -128,7 +128,7 @@ def run(cmd, env, **kw):
 def result_of(r, tail=3000):
     """The JSON of a helper's first `RESULT {...}` line on stdout; the test fails with the end
     of its stderr when there is none."""
-    lines = [l for l in r.stdout.decode().splitlines() if l.startswith("RESULT ")]
+    lines = [line for line in r.stdout.decode().splitlines() if line.startswith("RESULT ")]
     assert lines, r.stderr.decode()[-tail:]
     return json.loads(lines[0][7:])
 

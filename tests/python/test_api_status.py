@@ -1,5 +1,5 @@
-"""Issue 20: the public-API status table (docs/api-status/) is regenerated, for a subset that
-covers every family, and an op that traced before must still trace.
+"""Issue 20: the public-API status table (integration/api_status/tables/) is regenerated, for a
+subset that covers every family, and an op that traced before must still trace.
 
 The subset: of each family (the builder module that makes its arguments), the ops the shipped
 0.7.4 table says trace, at most two per family, plus one by-design op whose trace must still
@@ -15,10 +15,10 @@ from test_fold import PYTHON, flashinfer_path, release_text, toolkit
 
 RELEASE = "0.7.4"
 API = ROOT / "integration" / "api_status"
-SHIPPED = ROOT / "docs" / "api-status" / f"{RELEASE}.json"
+SHIPPED = API / "tables" / f"{RELEASE}.json"
 PER_FAMILY = 2
 # Always in the subset: 0.7.4's per-stream scratch lookups (the GEMM workspace and top-k's row
-# states), run-time operators under compile (hooks/stream_scratch.py), a DSA top-k transform
+# states), run-time operators under compile (hooks/ops/mechanisms/stream_scratch.py), a DSA top-k transform
 # whose backend choice asks whether a CUDA graph is being captured, a prefill run after its
 # plan() on host index pointers, and an op
 # whose JIT loader FlashInfer calls with a keyword (`get_dsv3_fused_routing_module(
@@ -26,12 +26,12 @@ PER_FAMILY = 2
 ALWAYS = ["top_k_renorm_probs", "bmm_fp8", "top_k_page_table_transform",
           "BatchPrefillWithPagedKVCacheWrapper.run",
           "fused_moe.fused_topk_deepseek",
-          # SGLang's FlashInfer backend calls it; a partialmethod underneath (hooks/partial_methods.py).
+          # SGLang's FlashInfer backend calls it; a partialmethod underneath (hooks/ops/mechanisms/partial_methods.py).
           "BatchPrefillWithRaggedKVCacheWrapper.forward_return_lse",
           # An experimental API (0.7.4's first-call warning, kept out of traced code) that is
           # also one of dynafold's boundaries: its operator, not the warning's call-through.
           "sparse.qsa_sparse_paged_attention",
-          # Python objects held by key (hooks/attention_plans.py `_hold`): a caller's JIT
+          # Python objects held by key (hooks/ops/mechanisms/attention_plans.py `_hold`): a caller's JIT
           # module, a prepared weight; a prepared wrapper returning a pair of given buffers.
           "decode.single_decode_with_kv_cache_with_jit_module", "gemm.kimi_k3_fp8_projection",
           "gemm.PreparedGroupGemmFp8NtGroupwiseContiguousSiluQuant.launch",
@@ -84,7 +84,7 @@ def test_flashinfer_own_device_queries_pass_under_warnings_as_errors(preload, tm
     sampling.py `_blackwell_softmax_capability`, topk_varlen.py `_cute_dsl_supports_arch(major,
     minor)`). Dynamo warns for every cache wrapper it
     meets, and under `-W error::UserWarning` (common in test suites) that warning fails the
-    compile; dynafold drops it for pure functions of the device (hooks/dormant_ops.py
+    compile; dynafold drops it for pure functions of the device (hooks/ops/engine/wake.py
     `_is_device_query`), as for its own loaders (issue 18, finding 5)."""
     names = ["fp4_quantize", "softmax", "top_k_varlen"]
     new = trace("0.7.2", names, tmp_path, preload, PYTHONWARNINGS="error::UserWarning")
@@ -101,7 +101,7 @@ def test_ops_that_traced_still_trace(preload, tmp_path):
     traced = tmp_path / "traced.json"
     assert sorted(new["ops"]) == sorted(names), "an op of the table is no longer public"
     compared = run([str(PYTHON), str(API / "table.py"), str(traced), "--evidence",
-                    str(ROOT / "docs"), "--compare", str(SHIPPED)],
+                    str(ROOT / "integration" / "h200"), "--compare", str(SHIPPED)],
                    clean_env(), timeout=60)
     assert compared.returncode == 0, compared.stdout.decode() + compared.stderr.decode()
     # The by-design op's own trace still fails (the rule is confirmed, not assumed).

@@ -1,4 +1,4 @@
-"""Issue 12, item 4: dynafold's fake for fp4_quantize's cute-dsl kernel (hooks/op_fakes.py), a
+"""Issue 12, item 4: dynafold's fake for fp4_quantize's cute-dsl kernel (its record in hooks/ops/registry/quantization.py), a
 boundary FlashInfer did not declare, against FlashInfer's own Python on every cute-dsl release
 the tests install: helpers/cute_dsl_shapes.py runs `_fp4_quantize_cute_dsl` and its CuTe DSL
 wrappers for real on fake CUDA tensors (nothing but the device-bound kernel compile, SM count

@@ -1,6 +1,7 @@
 """`dynafold doctor` against real interpreters, real torch and a real FlashInfer release."""
 import os
 import pathlib
+import subprocess
 import sys
 
 import pytest
@@ -32,33 +33,49 @@ def doctor(*args, **env):
 
 
 def problems(out):
-    return [l for l in out.splitlines() if l.startswith("problem: ")]
+    return [line for line in out.splitlines() if line.startswith("problem: ")]
 
 
 def test_good_environment(cuda_home):
     assert (FLASHINFER / ".complete").exists(), "run scripts/test first"
-    code, out, err = doctor("--python", PY, CUDA_HOME=cuda_home, PYTHONPATH=str(FLASHINFER))
+    code, out, err = doctor("--python", PY, "--ops", CUDA_HOME=cuda_home, PYTHONPATH=str(FLASHINFER))
     assert code == 0, out + err
     assert problems(out) == []
+    # Not a terminal: no progress line.
+    assert err == "", err
+    # --ops: grouped by status under a one-line legend, rows cut to a terminal's width, and
+    # nothing an installed dynafold lacks (docs/, scripts/) cited.
+    table = out.split("FlashInfer 0.6.16 public API under torch.compile(fullgraph=True)\n", 1)[1]
+    table = table.split("\nNo problems", 1)[0]
+    assert "H200: " in table.splitlines()[1] and "| fails: " in table.splitlines()[1], table[:500]
+    groups = [line.strip().split(" (")[0] for line in table.splitlines() if line.startswith("  ") and not line.startswith("    ")
+              and line.rstrip().endswith(")")]
+    assert groups == [g for g in ("H200", "fake", "by design", "out of scope", "fails", "untried") if g in groups]
+    assert len(groups) >= 4, groups
+    assert max(len(line) for line in table.splitlines()[2:]) <= 160
+    assert "docs/" not in out and "scripts/" not in out
     assert "CPython 3." in out and "(supported)" in out
     assert f"0.6.16 at {FLASHINFER / 'flashinfer'}" in out
     assert "torch " in out and "site-packages/torch" in out
     assert f"{cuda_home} -> nvcc --version: 12.8" in out
     assert "torch.version.cuda" in out and "DYNAFOLD_CUDA_VERSION" in out
-    rules = [l for l in out.splitlines() if l.strip().startswith("flashinfer.")]
-    assert any("flashinfer.jit.cpp_ext" in l and "cpp_ext.is_cuda_version_at_least" in l
-               and "-> CUDA 12.8" in l for l in rules), rules
-    assert any("flashinfer.jit.fp4_quantization" in l and "folded" in l for l in rules), rules
+    rules = [line for line in out.splitlines() if line.strip().startswith("flashinfer.")]
+    assert any("flashinfer.jit.cpp_ext" in line and "cpp_ext.is_cuda_version_at_least" in line
+               and "-> CUDA 12.8" in line for line in rules), rules
+    assert any("flashinfer.jit.fp4_quantization" in line and "folded" in line for line in rules), rules
     assert "DynafoldFinder is first on sys.meta_path" in out
     # Per module, FlashInfer's op declarations a compile would wake, and why not the others.
     section = out.split("FlashInfer op declarations (woken for torch.compile)\n", 1)[1]
-    norm = [l for l in section.splitlines() if l.strip().startswith("flashinfer.norm ")]
+    norm = [line for line in section.splitlines() if line.strip().startswith("flashinfer.norm ")]
     # The fp8-quant norms' `Union[float, Tensor]` scale is split into one operator per member
     # (8), and dynafold's own boundaries for the fused diffusion norms add 4 and
     # fused_qk_rmsnorm_rope 1 (0.6.16).
     assert norm and norm[0].rstrip().endswith("13 woken"), section
-    assert any(l.strip().startswith("flashinfer.rope ") and " woken" in l
-               for l in section.splitlines()), section
+    assert any(line.strip().startswith("flashinfer.rope ") and " woken" in line
+               for line in section.splitlines()), section
+    # Nothing ran in the doctor's process: no operator is said to agree (issue 30, finding 7).
+    assert any(line.strip().startswith("first-run check ") and "never checked" in line
+               for line in section.splitlines()), section
 
 
 def test_missing_flashinfer(cuda_home):
@@ -113,3 +130,69 @@ def test_disable_is_read_as_the_processes_read_it(value, off):
     _, out, _ = doctor("--python", "/nonexistent/bin/python3", DYNAFOLD_DISABLE=value)
     said = [p for p in problems(out) if "DYNAFOLD_DISABLE" in p]
     assert len(said) == int(off) and all("stays off" in p for p in said), out
+
+
+@pytest.mark.parametrize("var,value", [
+    ("DYNAFOLD_OPS", "garbage"), ("DYNAFOLD_FP4_OPAQUE", "garbage"), ("DYNAFOLD_LOG", "garbage"),
+    ("DYNAFOLD_NVCC_TIMEOUT", "garbage"), ("DYNAFOLD_NVCC_TIMEOUT", "0"),
+    ("DYNAFOLD_CUDA_VERSION", "twelve"), ("DYNAFOLD_DISABLE", "maybe"),
+    ("DYNAFOLD_REPORT_DIR", "/dev/null"), ("DYNAFOLD_CACHE_DIR", "/dev/null"),
+    ("DYNAFOLD_OPS", "0"), ("DYNAFOLD_FP4_OPAQUE", "0"), ("DYNAFOLD_OPTS", "1")])
+def test_every_setting_is_read_as_run_reads_it(var, value):
+    """Each bad (or switching-off) setting is one problem line naming it, and doctor fails; a
+    bad value's words are those `dynafold run` (and every process) warns with."""
+    code, out, _ = doctor("--python", "/nonexistent/bin/python3", **{var: value})
+    said = [p for p in problems(out) if var in p]
+    assert code == 1 and len(said) == 1, out
+    if value not in ("0", "1") and var != "DYNAFOLD_REPORT_DIR":
+        r = run([str(DYNAFOLD), "run", "--", "/bin/true"], clean_env(**{var: value}))
+        warning = r.stderr.decode().strip()
+        assert warning.startswith("dynafold: ") and warning[len("dynafold: "):] in said[0], (warning, said)
+
+
+def test_live_check_honours_disable():
+    code, out, _ = doctor("--python", PY, DYNAFOLD_DISABLE="1")
+    assert code == 1
+    assert "DynafoldFinder is first" not in out, out
+    assert "off (DYNAFOLD_DISABLE)" in out, out
+    assert len([p for p in problems(out) if "DYNAFOLD_DISABLE" in p]) == 1, out
+
+
+def test_ops_json_parses_and_filters(cuda_home):
+    import json
+    code, out, err = doctor("--python", PY, "--ops", "--json", "--status", "fails",
+                            CUDA_HOME=cuda_home, PYTHONPATH=str(FLASHINFER))
+    assert code == 0, out + err
+    got = json.loads(out)
+    assert got["schema"] == 1 and got["flashinfer"] == "0.6.16" and got["problems"] == []
+    assert got["ops"] and all(row["status"] == "fails" for row in got["ops"].values()), got["ops"]
+    assert "docs/" not in out
+    code, out, _ = doctor("--python", "/nonexistent/bin/python3", "--json")
+    got = json.loads(out)
+    assert code == 1 and len(got["problems"]) == 1 and "ops" not in got
+
+
+def test_progress_on_a_terminal_after_a_second(tmp_path):
+    """A slow doctor says on a terminal which check runs; the report on stdout is unchanged."""
+    import pty
+    slow = tmp_path / "python3"
+    slow.write_text(f'#!/bin/sh\nsleep 1\nexec {PY} "$@"\n')
+    slow.chmod(0o755)
+    main, sub = pty.openpty()
+    e = clean_env(PATH=BASE_PATH)
+    e.pop("PYTHONPATH", None)
+    p = subprocess.run([str(DYNAFOLD), "doctor", "--python", str(slow)], env=e, stdout=subprocess.PIPE,
+                       stderr=sub, timeout=180)
+    os.close(sub)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(main)
+    assert b"dynafold doctor: " in seen and b"..." in seen, seen
+    assert b"dynafold doctor: " not in p.stdout.replace(b"dynafold doctor\n", b"")

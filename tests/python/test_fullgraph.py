@@ -115,7 +115,7 @@ def test_jit_spec_generator_next_trap_is_reported(preload, release, tmp_path):
     # The remaining trap, named with its FlashInfer file and line: datetime.now() in the
     # JIT-spec registry (flashinfer/jit/core.py).
     core = pathlib.Path(flashinfer_path(release)) / "flashinfer" / "jit" / "core.py"
-    now_line = next(i for i, l in enumerate(core.read_text().splitlines(), 1) if "datetime.now()" in l)
+    now_line = next(i for i, line in enumerate(core.read_text().splitlines(), 1) if "datetime.now()" in line)
     assert f"jit/core.py:{now_line}" in text, text[:3000]
     assert "now" in text
 

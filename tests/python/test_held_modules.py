@@ -1,4 +1,4 @@
-"""A JIT module the caller passes in, held by key (hooks/attention_plans.py `_hold`): 0.7.4's
+"""A JIT module the caller passes in, held by key (hooks/ops/mechanisms/attention_plans.py `_hold`): 0.7.4's
 single_{decode,prefill}_with_kv_cache_with_jit_module compile whole with inductor, their
 module's `run` an operator; each module object is its own graph (the key is guarded on the
 object's identity), the same object reuses its graph, and compiled equals eager, `lse`

@@ -114,13 +114,55 @@ def test_exit_while_a_daemon_thread_runs_a_rewritten_module(preload, tmp_path):
     assert b"MAIN EXITS" in ours.stdout
 
 
+DYNAMO_IMPORT_AT_EXIT = """
+import atexit, sys, threading, time
+import torch
+def work():
+    import torch._dynamo
+thread = threading.Thread(target=work, daemon=True)
+
+def stack():
+    frame = sys._current_frames().get(thread.ident)
+    files = []
+    while frame is not None:
+        files.append(frame.f_code.co_filename)
+        frame = frame.f_back
+    return files
+
+def inside_dynamo():
+    return any("/torch/_dynamo/" in f for f in stack())
+
+def at_exit():
+    # atexit runs after threading's shutdown, which leaves daemon threads running: what the
+    # thread is doing here is what it is doing when the interpreter finalises.
+    files = stack()
+    print("AT EXIT", type(sys.meta_path[0]).__name__, thread.is_alive(),
+          any("/torch/_dynamo/" in f for f in files),
+          any(f == "<dynafold>/hooks/glue/loaders.py" for f in files), flush=True)
+
+atexit.register(at_exit)
+thread.start()
+deadline = time.monotonic() + 120
+while not inside_dynamo() and time.monotonic() < deadline:
+    time.sleep(0.002)
+print("MAIN EXITS", flush=True)
+"""
+
+
 def test_exit_while_a_daemon_thread_imports_torch_dynamo(preload, tmp_path):
-    # torch first, so that the thread is inside torch._dynamo's own body when main exits.
-    script = DAEMON_IMPORT.format(module="torch._dynamo", wait="time.sleep(0.3)")
+    """The thread is inside torch._dynamo's body, beneath dynafold's loader, when the
+    interpreter exits: the case whose pthread_exit unwinding must meet no Rust frame."""
     for _ in range(3):
-        plain, ours = both([str(PYTHON), "-c", script], clean_env(), preload)
+        plain, ours = both([str(PYTHON), "-c", DYNAMO_IMPORT_AT_EXIT], clean_env(), preload)
         assert plain.returncode == 0, plain.stderr.decode()[-2000:]
         assert ours.returncode == 0, ours.stderr.decode()[-2000:]
+        # Without the preload the same race, with the ordinary loader.
+        main, at_exit = plain.stdout.decode().splitlines()
+        assert main == "MAIN EXITS" and at_exit.split()[3:] == ["True", "True", "False"], at_exit
+        assert at_exit.split()[2] != "DynafoldFinder", at_exit
+        # The preload was active and its loader was importing torch._dynamo at exit.
+        assert ours.stdout.decode().splitlines() == [
+            "MAIN EXITS", "AT EXIT DynafoldFinder True True True"], ours.stderr.decode()[-2000:]
 
 
 SUBINTERPRETER = """

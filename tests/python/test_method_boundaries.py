@@ -1,4 +1,4 @@
-"""A wrapper method as an operator (hooks/method_boundaries.py), on 0.7.4's prepared contiguous
+"""A wrapper method as an operator (hooks/ops/mechanisms/method_boundaries.py), on 0.7.4's prepared contiguous
 grouped FP8 GEMM: eager calls run FlashInfer's method as they are; a compiled call goes
 through dynafold's operator, by the object's key, and runs the method at run time; a call the
 operator does not take (an operand left to the prepared one) is traced as FlashInfer ships it;
@@ -14,7 +14,7 @@ SCRIPT = r"""
 import gc, json, sys, torch
 import flashinfer.gemm.cake_grouped_fp8_gemm as m
 
-boundaries = sys.modules["_dynafold_method_boundaries"]
+boundaries = sys.modules["_dynafold_ops.mechanisms.method_boundaries"]
 cls = m.PreparedGroupGemmFp8NtGroupwiseContiguous
 out = {"dispatcher": getattr(vars(cls)["launch"], "_dynafold_dispatcher", False),
        "init_holds": getattr(cls.__init__, "_dynafold_holds", False)}
@@ -99,15 +99,18 @@ def test_a_wrapper_method_is_an_operator_by_its_objects_key(preload, tmp_path):
 
 
 def test_every_method_boundary_module_is_hooked_after_import():
-    """A `Class.method` row of EXTRA_DECLARATIONS is installed by the post-import hook of its
-    module (src/python/src/post_import.rs FLASHINFER_PLANNERS): a row whose module the hook
-    does not list would silently stay as FlashInfer ships it."""
+    """An op record declaring a `Class.method` (hooks/ops/registry) is installed by the
+    post-import hook of its module (src/python/src/post_import.rs FLASHINFER_PLANNERS): a
+    record whose module the hook does not list would silently stay as FlashInfer ships it."""
     import re
+    import sys
     from conftest import ROOT
-    rows = re.findall(r'\(\s*"([\w.]+)",\s*"[A-Z]\w*\.\w+",',
-                      (ROOT / "hooks" / "dormant_ops.py").read_text())
+    sys.path.insert(0, str(ROOT / "tests" / "python" / "helpers"))
+    from engine_source import engine
+    modules = {op.module for op in engine("registry").OPS
+               if op.declare is not None and op.function.count(".") == 1}
     rust = (ROOT / "src" / "python" / "src" / "post_import.rs").read_text()
     listed = re.search(r"FLASHINFER_PLANNERS: &\[&str\] = &\[(.*?)\];", rust, re.S).group(1)
     hooked = set(re.findall(r'"([\w.]+)"', listed))
-    assert rows, "no Class.method row found: the pattern no longer matches EXTRA_DECLARATIONS"
-    assert set(rows) <= hooked, sorted(set(rows) - hooked)
+    assert modules, "no record declares a Class.method"
+    assert modules <= hooked, sorted(modules - hooked)

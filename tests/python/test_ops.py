@@ -83,8 +83,8 @@ def test_flashinfer_api_logging_stays_out_of_the_trace(preload, release, tmp_pat
 
 FAKE_CHECK = r"""
 import json, sys, torch, flashinfer, flashinfer.rope
-m = sys.modules["_dynafold_dormant_ops"]
-check = sys.modules["_dynafold_fake_check"]
+m = sys.modules["_dynafold_ops.engine.wake"]
+check = sys.modules["_dynafold_ops.engine.fake_check"]
 x = torch.randn(4, 8)
 out = {
     "agrees": check.compare(lambda a: torch.empty_like(a), (x,), {}, x * 2),
@@ -147,8 +147,9 @@ ALL_SAMPLED = ["sampling_from_probs", "sampling_from_probs_seeded", "top_p_sampl
 def test_sampling_ops_trace_through_their_narrowed_declarations(preload, release, tmp_path):
     """FlashInfer's sampling declarations take a Generator and Union[int, Tensor] seeds and
     return Union[Tensor, tuple]: no torch schema says that. dynafold wakes them narrowed to how
-    servers call them (no generator object, int seeds, one tensor back); other calls are traced
-    as FlashInfer ships them."""
+    servers call them (no generator object, int seeds, one tensor back), with operators of
+    their own for a caller's generator and for `return_valid=True` (issue 30; values:
+    test_sampling_draws.py); other calls are traced as FlashInfer ships them."""
     cuda_home = toolkit(tmp_path, "cuda", release_text("12.8"))
 
     def traced(preload_path):
@@ -167,7 +168,11 @@ def test_sampling_ops_trace_through_their_narrowed_declarations(preload, release
         assert case["ok"], f"{name}: {case.get('error')}"
         assert case["targets"] == [f"dynafold_flashinfer.{op}.default"], case
         assert case["shape"] == [4] and case["dtype"] == "torch.int32", case
-    assert not ours["return_valid"]["ok"]
+    if release != "0.5.3":  # (0.5.3 has no return_valid)
+        valid = ours["return_valid"]
+        assert valid["ok"], valid
+        assert valid["targets"][0] == "dynafold_flashinfer.sampling_from_probs_valid.default", \
+            valid
 
 
 PLANS = r"""
@@ -289,7 +294,7 @@ def backend(gm, inputs):
 
 x = torch.ones(3)
 out = torch.compile(lambda x: (first(x), second(x)), fullgraph=True, backend=backend)(x)
-checks = __import__("sys").modules["_dynafold_dormant_ops"].status()["fake checks"]
+checks = __import__("sys").modules["_dynafold_ops.engine.wake"].status()["fake checks"]
 print("RESULT " + json.dumps({"targets": targets, "values": [t.tolist() for t in out],
                              "checks": checks}))
 """
@@ -354,3 +359,26 @@ def test_a_declaration_with_two_union_scales_gets_an_operator_per_combination(pr
     assert got["targets"] == [f"{prefix}_q_scale_float_kv_scale_float.default",
                               f"{prefix}_kv_scale_float.default"], got
     assert got["values"] == [[6.0] * 3, [2.0] * 3], got
+
+
+QWEN_BLOCK = """
+import torch
+import flashinfer.experimental.qwen_3_5_block._cudnn_frost  # noqa: F401  (a vendored stand-in)
+import flashinfer.norm
+
+@torch.compile(fullgraph=True, backend="eager")
+def f(x):
+    return x * 2
+
+print("RESULT", __import__("json").dumps({"out": f(torch.ones(2)).tolist()}))
+"""
+
+
+def test_a_module_whose_attributes_raise_on_lookup_breaks_no_compile(preload, tmp_path):
+    """0.7.4's flashinfer.experimental.qwen_3_5_block vendors a cuDNN stand-in whose every
+    attribute lookup raises NotImplementedError; the engine's scan for JIT loaders at compile
+    start let it out of `hasattr`, and every compile of the process failed."""
+    env = clean_env(PYTHONPATH=flashinfer_path("0.7.4"), LD_PRELOAD=preload,
+                    CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")))
+    r = run([str(PYTHON), "-c", QWEN_BLOCK], env, timeout=600)
+    assert result_of(r) == {"out": [2.0, 2.0]}

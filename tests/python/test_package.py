@@ -7,6 +7,7 @@ as `auditwheel show` sees it and as every ELF file in it asks of glibc.
 
 The source distribution (`python -m build --sdist`) holds the whole workspace, and
 `pip install dynafold-*.tar.gz` builds and installs from that file alone."""
+import json
 import os
 import pathlib
 import platform
@@ -91,7 +92,7 @@ def test_the_readme_install_section_word_for_word(readme):
         r = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, timeout=300)
         err = r.stderr.decode()
         assert r.returncode == 1 and "No module named 'sglang'" in err, f"{command}: {r.returncode}\n{err[-2000:]}"
-        assert not [l for l in err.splitlines() if l.startswith("dynafold")], err
+        assert not [line for line in err.splitlines() if line.startswith("dynafold")], err
     # Those lines ran under the preload the install put in the venv.
     probe = "import os, sys; print(type(sys.meta_path[0]).__name__, os.environ['LD_PRELOAD'])"
     r = subprocess.run(["bash", "-c", f"dynafold run -- python -c \"{probe}\""], cwd=ROOT, env=env,
@@ -179,7 +180,7 @@ def test_sdist_installs_with_pip(sdist, from_sdist):
 
 
 def lines(r, prefix):
-    return [l.split(" ", 1)[1] for l in r.stdout.decode().splitlines() if l.startswith(prefix + " ")]
+    return [line.split(" ", 1)[1] for line in r.stdout.decode().splitlines() if line.startswith(prefix + " ")]
 
 
 def package_dir(v):
@@ -219,7 +220,7 @@ def test_doctor_from_the_package(installed):
     assert "DynafoldFinder is first on sys.meta_path" in out
     # A bare venv: no torch, no FlashInfer, and the doctor says so.
     assert r.returncode == 1
-    assert any("FlashInfer is not importable" in l for l in out.splitlines())
+    assert any("FlashInfer is not importable" in line for line in out.splitlines())
 
 
 def manylinux_version(tag):
@@ -303,6 +304,35 @@ def test_a_missing_cargo_is_one_line(tmp_path):
     code = ("import sys; sys.path.insert(0, 'python/build_backend'); import dynafold_build; "
             "dynafold_build.build_wheel(sys.argv[1])")
     r = run([sys.executable, "-c", code, str(tmp_path)], clean_env(PATH=str(tmp_path)), cwd=ROOT)
-    err = [l for l in r.stderr.decode().splitlines() if l.strip()]
+    err = [line for line in r.stderr.decode().splitlines() if line.strip()]
     assert r.returncode == 1 and len(err) == 1, err
     assert "needs Rust's cargo" in err[0] and "rustup.rs" in err[0], err
+
+
+def test_the_toolchain_cargo_sees_stays_put_when_maturin_moves(tmp_path):
+    """cargo keeps the linker's and CC's paths in its fingerprints. pip's isolated build puts
+    maturin in a new temporary folder each time, and maturin --zig would name its own wrappers
+    after that folder: every build in the same tree would then start from scratch. The backend
+    sets each of them (maturin keeps what is set) to the same path under the target folder,
+    whichever maturin runs them."""
+    code = ("import json, pathlib, sys; sys.path.insert(0, 'python/build_backend'); import dynafold_build; "
+            "env = dynafold_build._zig_env(pathlib.Path(sys.argv[1]), dynafold_build._triple()); "
+            "print(json.dumps({k: v for k, v in env.items() if k.endswith(('_LINKER', '_x86_64_unknown_linux_gnu', "
+            "'_aarch64_unknown_linux_gnu', 'APPLIES_TO_HOST'))}))")
+    seen = []
+    for name in ("first", "second"):
+        bindir = tmp_path / name / "bin"
+        bindir.mkdir(parents=True)
+        (bindir / "maturin").write_text("#!/bin/sh\n")
+        (bindir / "maturin").chmod(0o755)
+        r = run([sys.executable, "-c", code, str(tmp_path / "target")],
+                clean_env(PATH=f"{bindir}:{os.environ['PATH']}"), cwd=ROOT)
+        assert r.returncode == 0, r.stderr.decode()[-2000:]
+        env = json.loads(r.stdout)
+        assert str(bindir / "maturin") in (tmp_path / "target" / "zig" / f"zigcc-{platform.machine()}-unknown-linux-gnu.2.28.sh").read_text()
+        seen.append(env)
+    lower = f"{platform.machine()}_unknown_linux_gnu"
+    tools = [f"CARGO_TARGET_{lower.upper()}_LINKER"] + [f"{t}_{lower}" for t in ("CC", "CXX", "AR", "RANLIB")]
+    assert all(seen[0].get(t, "").startswith(str(tmp_path / "target" / "zig")) for t in tools), seen[0]
+    assert seen[0] == seen[1]
+    assert seen[0]["CARGO_TARGET_APPLIES_TO_HOST"] == "false"

@@ -1,9 +1,9 @@
 """FlashInfer's `run_return_lse = functools.partialmethod(run, return_lse=True)` made a plain
-method (hooks/partial_methods.py): the same call as the partialmethod in every way a caller can
+method (hooks/ops/mechanisms/partial_methods.py): the same call as the partialmethod in every way a caller can
 make it, and one Dynamo traces. The traced FlashInfer wrappers (`forward_return_lse` of the
 paged and ragged prefill, the shared-prefix cascade) are in test_api_status.py's table."""
 import functools
-import importlib.util
+import sys
 import inspect
 import types
 
@@ -12,10 +12,10 @@ import torch
 
 from conftest import ROOT
 
-spec = importlib.util.spec_from_file_location("partial_methods",
-                                              ROOT / "hooks" / "partial_methods.py")
-partial_methods = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(partial_methods)
+sys.path.insert(0, str(ROOT / "tests" / "python" / "helpers"))
+from engine_source import engine
+
+partial_methods = engine("mechanisms.partial_methods")
 
 
 def wrapper_module():
@@ -24,6 +24,7 @@ def wrapper_module():
     module = types.ModuleType("prefill_like")
     source = '''
 import functools
+import sys
 
 class Wrapper:
     scale = 2.0

@@ -24,7 +24,7 @@ PROBE = (
 
 
 def probes(stdout):
-    return [json.loads(l.split(" ", 1)[1]) for l in stdout.decode().splitlines() if l.startswith("PROBE ")]
+    return [json.loads(line.split(" ", 1)[1]) for line in stdout.decode().splitlines() if line.startswith("PROBE ")]
 
 
 def non_python_programs(tmp):
@@ -52,7 +52,7 @@ def assert_programs_untouched(lib, tmp_path):
         out = pre.stdout
         if name == "env":
             # `env` prints the environment, which now has one more variable: the preload itself.
-            out = b"".join(l for l in out.splitlines(True) if not l.startswith(b"LD_PRELOAD="))
+            out = b"".join(line for line in out.splitlines(True) if not line.startswith(b"LD_PRELOAD="))
         assert (base.returncode, base.stdout, base.stderr) == (pre.returncode, out, pre.stderr), name
 
 
@@ -154,7 +154,7 @@ def test_invalid_settings_get_one_line_and_the_default(preload):
     assert len(lines) == 2, lines
     assert "DYNAFOLD_DISABLE='maybe'" in lines[0] or "DYNAFOLD_DISABLE=\"maybe\"" in lines[0]
     assert "DYNAFOLD_LOG=\"loud\"" in lines[1]
-    assert all(l.startswith("dynafold[") and " WARN: " in l for l in lines)
+    assert all(line.startswith("dynafold[") and " WARN: " in line for line in lines)
 
 
 def test_log_lines_carry_name_pid_and_level(preload):

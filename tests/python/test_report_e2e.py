@@ -94,7 +94,7 @@ def test_killed_process_leaves_readable_lines(preload, tmp_path):
     assert len(files) == 1
     lines = files[0].read_text().splitlines()
     assert len(lines) >= 3
-    for l in lines[:-1]:
-        json.loads(l)  # every complete line reads
+    for line in lines[:-1]:
+        json.loads(line)  # every complete line reads
     sites = merged(reports)
     assert len(sites) == 1 and sites[0]["count"] >= 3, sites

@@ -1,4 +1,4 @@
-"""The graph-break observer (hooks/dynamo_observer.py) against real torch and real Dynamo.
+"""The graph-break observer (hooks/observer/dynamo_observer.py) against real torch and real Dynamo.
 
 Run with each supported torch, e.g.
   ~/.cache/dynafold-dev/venv-torch2.15.0/bin/python -m pytest tests/python/test_reporter.py
@@ -22,7 +22,7 @@ import torch._dynamo
 from conftest import CACHE
 
 REPO = Path(__file__).resolve().parents[2]
-OBSERVER = REPO / "hooks" / "dynamo_observer.py"
+OBSERVER = REPO / "hooks" / "observer" / "dynamo_observer.py"
 FLASHINFER = Path(os.environ.get("DYNAFOLD_FLASHINFER_DIR", CACHE / "flashinfer" / "0.6.16"))
 FAKE_NVCC = """#!/bin/sh
 echo "nvcc: NVIDIA (R) Cuda compiler driver"

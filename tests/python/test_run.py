@@ -27,7 +27,7 @@ def dynafold():
 
 
 def lines(r, prefix):
-    return [l[len(prefix) + 1:] for l in r.stdout.decode().splitlines() if l.startswith(prefix + " ")]
+    return [line[len(prefix) + 1:] for line in r.stdout.decode().splitlines() if line.startswith(prefix + " ")]
 
 
 @pytest.mark.parametrize("code,expected", [("0", 0), ("3", 3),
@@ -228,7 +228,7 @@ def test_killing_dynafold_run_does_not_orphan_the_child(dynafold, tmp_path):
 
 
 def one_error_line(r):
-    err = [l for l in r.stderr.decode().splitlines() if l.strip()]
+    err = [line for line in r.stderr.decode().splitlines() if line.strip()]
     assert len(err) == 1, err
     assert err[0].startswith("dynafold: "), err
     return err[0]
@@ -407,6 +407,8 @@ def test_report_names_junk_and_fails_when_it_read_nothing(dynafold, tmp_path):
     r = run([dynafold, "report", "--json", str(tmp_path)], clean_env())
     assert r.returncode == 1 and r.stdout.endswith(b"}\n"), r
     assert json.loads(r.stdout)["files"] == []
+    # Its layout is versioned.
+    assert json.loads(r.stdout)["schema"] == 1
     empty = tmp_path / "empty"
     empty.mkdir()
     r = run([dynafold, "report", str(empty)], clean_env())
@@ -459,3 +461,87 @@ def test_the_command_needs_no_double_dash(dynafold):
     assert r.returncode == 0, r.stderr.decode()
     # Options after the command are the command's.
     assert lines(r, "ARGS") == ["['--disable', '-x']"]
+
+
+@pytest.mark.parametrize("option", ["--bogus", "--report_dir", "--report_dir=x", "-x"])
+def test_an_unknown_option_before_the_command_is_a_usage_error(dynafold, option):
+    """Not read as the command ("cannot run --bogus", 127): 125, naming the valid options."""
+    r = run([dynafold, "run", option, PY, "-c", "print('RAN')"], clean_env())
+    assert r.returncode == 125 and b"RAN" not in r.stdout, r.stderr.decode()
+    line = one_error_line(r)
+    assert f"unknown option {option.split('=')[0]}" in line, line
+    assert "--report-dir" in line and "--cache-dir" in line, line
+    # After --, a command may start with '-' (it is then not found, as it is not).
+    r = run([dynafold, "run", "--", option], clean_env())
+    assert r.returncode == 127, r.stderr.decode()
+
+
+# Counts each delivery of the signals it gets (the wakeup fd gets a byte per delivery, where
+# Python's handlers would run once for two that come close together; the real-time one is
+# queued, never merged); its INT and QUIT as it started them, before its own handlers.
+COUNTING_CHILD = """
+import os, signal, sys, time
+ign = [signal.getsignal(s) == signal.SIG_IGN for s in (signal.SIGINT, signal.SIGQUIT)]
+print('IGNORED', ign, flush=True)
+r, w = os.pipe()
+os.set_blocking(w, False)
+signal.set_wakeup_fd(w)
+for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1, signal.SIGRTMIN + 2):
+    signal.signal(s, lambda n, f: None)
+open(sys.argv[1], 'w').write(str(os.getpid()))
+got = b''
+os.set_blocking(r, False)
+deadline = time.monotonic() + 10
+while len(set(got)) < 4 and time.monotonic() < deadline:
+    time.sleep(0.05)
+    try:
+        got += os.read(r, 100)
+    except BlockingIOError:
+        pass
+time.sleep(1)  # a second, forwarded copy would have come by now
+try:
+    got += os.read(r, 100)
+except BlockingIOError:
+    pass
+print('GOT', sorted(got), flush=True)
+"""
+
+# A script that starts the command in the background (bash then ignores INT and QUIT in it),
+# sends INT and QUIT to the pid `$!` names, and USR1 and RTMIN+2 to its whole process group.
+BACKGROUND_SCRIPT = """
+trap 'true' USR1 RTMIN+2
+"$@" &
+pid=$!
+while [ ! -s "$PIDFILE" ]; do sleep 0.05; done
+kill -INT $pid; kill -QUIT $pid
+kill -USR1 0; kill -s RTMIN+2 -- -$$
+wait $pid
+"""
+
+
+@pytest.mark.parametrize("wrapped", [True, False], ids=["dynafold", "plain"])
+def test_background_start_and_group_signals_reach_the_child_once(dynafold, tmp_path, wrapped):
+    """As without the wrapper: INT and QUIT start ignored in the child, and each signal, sent
+    to the wrapper or to the whole process group, reaches the child exactly once."""
+    pidfile = tmp_path / "pid"
+    cmd = [PY, "-c", COUNTING_CHILD, str(pidfile)]
+    if wrapped:
+        cmd = [dynafold, "run", *cmd]
+    r = run(["bash", "-c", BACKGROUND_SCRIPT, "script", *cmd], clean_env(PIDFILE=str(pidfile)),
+            preexec_fn=signals_as(), start_new_session=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode()
+    assert lines(r, "IGNORED") == ["[True, True]"], r.stdout.decode()
+    expected = sorted([signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1, signal.SIGRTMIN + 2])
+    assert lines(r, "GOT") == [str([int(s) for s in expected])], r.stdout.decode() + r.stderr.decode()
+
+
+@pytest.mark.parametrize("how", ["option", "variable"])
+def test_a_cache_folder_that_is_a_file_warns(dynafold, tmp_path, how):
+    f = tmp_path / "file"
+    f.write_text("")
+    args, env = (["--cache-dir", str(f)], clean_env()) if how == "option" else ([], clean_env(DYNAFOLD_CACHE_DIR=str(f)))
+    r = run([dynafold, "run", *args, "--", PY, "-c", VARS.replace(" and k != 'DYNAFOLD_CACHE_DIR'", "")], env)
+    assert r.returncode == 0, r.stderr.decode()
+    line = one_error_line(r)
+    assert str(f) in line and "not a folder" in line, line
+    assert "DYNAFOLD_CACHE_DIR" not in dict(eval(lines(r, "VARS")[0])), r.stdout

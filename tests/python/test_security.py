@@ -5,10 +5,15 @@ with one warning per bad variable."""
 import os
 import re
 import socket
+import subprocess
+import sys
 
-from conftest import run
+from conftest import ROOT, run
 from test_faults import BREAK, IMPORT, base_env, lines, py
-from test_fold import PYTHON
+from test_fold import PYTHON, flashinfer_path
+
+sys.path.insert(0, str(ROOT / "tests" / "python" / "helpers"))
+from engine_source import module_names
 
 NOBODY = 65534
 
@@ -27,13 +32,9 @@ def warm_cache(preload, tmp_path):
     r = py(IMPORT, env)
     assert "OK True True" in r.stdout.decode(), r.stderr.decode()
     files = cache_files(cache)
-    assert [f.name.split(".cpython")[0] for f in files] == [
-        "_dynafold_attention_plans", "_dynafold_dormant_ops", "_dynafold_fake_check",
-        "_dynafold_loaders", "_dynafold_method_boundaries", "_dynafold_op_corrections",
-        "_dynafold_op_fakes",
-        "_dynafold_op_narrowing", "_dynafold_partial_methods", "_dynafold_stream_scratch",
-        "flashinfer.jit.cpp_ext", "flashinfer.jit.fp4_quantization",
-        "flashinfer.quantization.fp4_quantization"], files
+    assert sorted(f.name.split(".cpython")[0] for f in files) == sorted(module_names() + [
+        "_dynafold_loaders", "flashinfer.jit.cpp_ext", "flashinfer.jit.fp4_quantization",
+        "flashinfer.quantization.fp4_quantization"]), files
     return cache, env, files
 
 
@@ -57,7 +58,7 @@ def test_symlinks_at_cache_names_are_not_followed(preload, tmp_path):
 
 def test_entries_of_another_user_or_writable_or_corrupt_are_not_trusted(preload, tmp_path):
     cache, env, files = warm_cache(preload, tmp_path)
-    hook = next(f for f in files if f.name.startswith("_dynafold_dormant_ops."))
+    hook = next(f for f in files if f.name.startswith("_dynafold_ops.engine.wake."))
     foreign, writable, corrupt = files[-3:]
     os.chown(foreign, NOBODY, NOBODY)
     writable.chmod(0o666)
@@ -115,8 +116,7 @@ def test_bad_environment_gets_one_warning_each(preload, tmp_path):
         DYNAFOLD_CACHE_DIR="relative/cache",
         DYNAFOLD_REPORT_DIR="relative/reports",
         DYNAFOLD_CUDA_VERSION='12.8"); import os; os.system("touch PWNED")#',
-        # The ignored cache folder means the default beside the modules: not in the shared
-        # release folder.
+        # The ignored cache folder means the default one (this test's own XDG_CACHE_HOME).
         PYTHONDONTWRITEBYTECODE="1",
     )
     r = py(IMPORT + BREAK, env, cwd=tmp_path)
@@ -130,15 +130,20 @@ def test_bad_environment_gets_one_warning_each(preload, tmp_path):
 
 
 def test_superseded_cache_entries_are_pruned(preload, tmp_path):
-    """Issue 19: an entry written for an earlier FlashInfer build (here: 0.6.16, then 0.7.4 in
-    the same cache folder) is removed when its successor is written, so a cache folder holds
-    one entry per module and interpreter, not one per build ever seen."""
+    """Issue 19, issue 33: an entry written for an earlier FlashInfer build at the same path
+    (here: 0.6.16, then 0.7.4 installed over it) is removed when its successor is written, so a
+    cache folder holds one entry per module, source file and interpreter, not one per build
+    ever seen."""
     cache = tmp_path / "cache"
     cache.mkdir()
+    site = tmp_path / "site"
     names = {}
     for release in ("0.6.16", "0.7.4"):
+        # An upgrade in place: the same folder, the other release's files.
+        subprocess.run(["rm", "-rf", str(site)], check=True)
+        subprocess.run(["cp", "-rs", flashinfer_path(release), str(site)], check=True)
         (tmp_path / release).mkdir()
-        env = base_env(tmp_path / release, release, LD_PRELOAD=preload,
+        env = base_env(tmp_path / release, release, LD_PRELOAD=preload, PYTHONPATH=str(site),
                        DYNAFOLD_CACHE_DIR=str(cache))
         r = py(IMPORT, env)
         assert "OK True True" in r.stdout.decode(), r.stderr.decode()
@@ -147,7 +152,31 @@ def test_superseded_cache_entries_are_pruned(preload, tmp_path):
     assert len(stems) == len(set(stems)), names["0.7.4"]
     # The other release's cpp_ext has another key: its entry replaced the first one.
     cpp_ext = [n for n in names["0.7.4"] if n.startswith("flashinfer.jit.cpp_ext.")]
-    assert cpp_ext and cpp_ext[0] not in names["0.6.16"], names
+    assert len(cpp_ext) == 1 and cpp_ext[0] not in names["0.6.16"], names
+
+
+def test_entries_of_a_removed_source_are_pruned(preload, tmp_path):
+    """Issue 33: entries made for source files that are gone (an uninstalled FlashInfer, a
+    removed environment) are removed when the cache is next written to."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    sites = {release: tmp_path / f"site-{release}" for release in ("0.6.16", "0.7.4")}
+    names = {}
+    for release, site in sites.items():
+        subprocess.run(["cp", "-rs", flashinfer_path(release), str(site)], check=True)
+        (tmp_path / release).mkdir()
+        env = base_env(tmp_path / release, release, LD_PRELOAD=preload, PYTHONPATH=str(site),
+                       DYNAFOLD_CACHE_DIR=str(cache))
+        r = py(IMPORT, env)
+        assert "OK True True" in r.stdout.decode(), r.stderr.decode()
+        names[release] = {p.name for p in cache_files(cache)}
+        if release == "0.6.16":
+            # Its environment goes away before the next one writes to the cache.
+            subprocess.run(["rm", "-rf", str(site)], check=True)
+    first = {n for n in names["0.6.16"] if n.startswith("flashinfer.")}
+    assert len(first) == 3, names
+    assert not first & names["0.7.4"], names
+    assert len([n for n in names["0.7.4"] if n.startswith("flashinfer.")]) == 3, names
 
 
 def test_the_runtime_cache_lives_apart_from_the_development_environments(tmp_path):

@@ -92,7 +92,7 @@ def test_without_dynafold_the_workers_fail_to_compile(env, tmp_path):
     assert time.time() - t < START + 60
     assert r.returncode == 1
     err = r.stderr.decode()
-    failed = [l for l in err.splitlines() if l.startswith("worker ") and " failed: " in l]
+    failed = [line for line in err.splitlines() if line.startswith("worker ") and " failed: " in line]
     assert len(failed) == 2, err[-3000:]
-    assert all("Attempted to call function marked as skipped" in l for l in failed)
+    assert all("Attempted to call function marked as skipped" in line for line in failed)
     assert b"READY" not in r.stdout

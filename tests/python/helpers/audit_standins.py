@@ -1,12 +1,12 @@
 """A CPU stand-in for any FlashInfer kernel, made from its row of the op audit.
 
-docs/op-audit/audit.json says, per declaration and release, which arguments the kernel writes
-(`writes`, `scratch`), what its result is (`returns`) and whether it draws from the random
-generator (`rng`), read from FlashInfer's C++/CUDA source. The stand-in does exactly that and
-nothing else: it does not compute the op. Each written buffer gets a deterministic function of
-every input (so a stale or reordered read shows), each draw advances the generator and enters
-what is written (so a dropped draw shows), and the result is a new tensor, the aliased
-argument, or FlashInfer's own fake's value where the kernel returns no tensor.
+integration/op_audit/audit.json says, per declaration and release, which arguments the kernel
+writes (`writes`, `scratch`), what its result is (`returns`) and whether it draws from the
+random generator (`rng`), read from FlashInfer's C++/CUDA source. The stand-in does exactly that
+and nothing else: it does not compute the op. Each written buffer gets a deterministic function
+of every input (so a stale or reordered read shows), each draw advances the generator and enters
+what is written (so a dropped draw shows), and the result is a new tensor, the aliased argument,
+or FlashInfer's own fake's value where the kernel returns no tensor.
 """
 
 import re
@@ -51,7 +51,7 @@ def _mix(values):
         if isinstance(value, (list, tuple)) and value and all(
                 isinstance(v, int) and not isinstance(v, bool) for v in value):
             # A plan vector: a list of ints in eager, the same ints as a tensor under compile
-            # (hooks/attention_plans.py); both count alike.
+            # (hooks/ops/mechanisms/attention_plans.py); both count alike.
             total += float(sum(value)) * 1e-3
     return round(total, 3)
 

@@ -1,5 +1,5 @@
-"""dynafold's fakes for its other CuTe DSL boundaries (hooks/op_fakes.py) against FlashInfer's
-own Python: `mxfp4_quantize_cute_dsl`, `mxfp8_quantize_cute_dsl`,
+"""dynafold's fakes for its other CuTe DSL boundaries (their records in hooks/ops/registry/)
+against FlashInfer's own Python: `mxfp4_quantize_cute_dsl`, `mxfp8_quantize_cute_dsl`,
 `silu_and_mul_nvfp4_quantize_cute_dsl`, `rmsnorm_fp4quant` and `add_rmsnorm_fp4quant`, run for
 real on fake CUDA tensors over 2-D and 3-D sizes, every scale layout, alignment, block size and
 scale format, as an SM100. Prints one JSON line: the cases run and every case whose results'
@@ -12,7 +12,6 @@ as the quantizers'); the SM count answers 148 and the SM version 100; the device
 norms passes; the device's shared memory per block (the norms' cluster size) is the B200's.
 """
 import importlib
-import importlib.util
 import inspect
 import json
 import os
@@ -24,10 +23,16 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import flashinfer.utils
 
-HOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "hooks")
-spec = importlib.util.spec_from_file_location("op_fakes", os.path.join(HOOKS, "op_fakes.py"))
-op_fakes = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(op_fakes)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from engine_source import engine
+
+# Each boundary's fake, by its declared name.
+FAKES = engine("registry").BY_NAME
+
+
+def fake_of(name):
+    return FAKES[f"flashinfer::{name}"][0]
+
 
 MXFP4 = importlib.import_module("flashinfer.quantization.kernels.mxfp4_quantize")
 MXFP8 = importlib.import_module("flashinfer.quantization.kernels.mxfp8_quantize")
@@ -87,16 +92,17 @@ def main():
             return torch.empty(*shape, device="cuda", dtype=dtype)
         for shape in SHAPES:
             for layout in (0, 1, 2):
-                check("mxfp4", MXFP4.mxfp4_quantize_cute_dsl, op_fakes._cute_dsl_fp4(32, False),
+                check("mxfp4", MXFP4.mxfp4_quantize_cute_dsl, fake_of("mxfp4_quantize_cute_dsl"),
                       input=t(*shape), sf_layout=layout, enable_pdl=False)
                 check("silu_nvfp4", NVFP4.silu_and_mul_nvfp4_quantize_cute_dsl,
-                      op_fakes._cute_dsl_fp4(16, True), input=t(*shape[:-1], 2 * shape[-1]),
+                      fake_of("silu_and_mul_nvfp4_quantize_cute_dsl"),
+                      input=t(*shape[:-1], 2 * shape[-1]),
                       global_scale=t(1, dtype=torch.float32), sf_layout=layout,
                       enable_pdl=False, **recipe)
             for swizzled, is_8x4 in ((True, False), (True, True), (False, False)):
                 for alignment in (32, 128):
                     check("mxfp8", MXFP8.mxfp8_quantize_cute_dsl,
-                          op_fakes._mxfp8_quantize_cute_dsl, input=t(*shape),
+                          fake_of("mxfp8_quantize_cute_dsl"), input=t(*shape),
                           is_sf_swizzled_layout=swizzled, alignment=alignment,
                           enable_pdl=False, is_sf_8x4_layout=is_8x4)
             for block_size in (16, 32):
@@ -105,10 +111,10 @@ def main():
                         common = dict(block_size=block_size, is_sf_swizzled_layout=swizzled,
                                       scale_format=scale_format, enable_pdl=False)
                         check("rmsnorm_fp4quant", NORM.rmsnorm_fp4quant,
-                              op_fakes._rmsnorm_fp4quant, input=t(*shape),
+                              fake_of("rmsnorm_fp4quant"), input=t(*shape),
                               weight=t(shape[-1]), **common)
                         check("add_rmsnorm_fp4quant", ADD_NORM.add_rmsnorm_fp4quant,
-                              op_fakes._rmsnorm_fp4quant, input=t(*shape),
+                              fake_of("add_rmsnorm_fp4quant"), input=t(*shape),
                               residual=t(*shape), weight=t(shape[-1]), **common)
     print("RESULT " + json.dumps({"cases": cases, "differ": differ}), flush=True)
 

@@ -1,4 +1,4 @@
-"""dynafold's fake for fp4_quantize's cute-dsl kernel (hooks/op_fakes.py) against FlashInfer's own
+"""dynafold's fake for fp4_quantize's cute-dsl kernel (its record in hooks/ops/registry/quantization.py) against FlashInfer's own
 Python: `_fp4_quantize_cute_dsl` -> `nvfp4_quantize_cute_dsl` / `mxfp4_quantize_cute_dsl`, run for
 real on fake CUDA tensors (`FakeTensorMode`) over a grid of sizes, NVFP4 and MXFP4, the three
 scale layouts, with and without FLASHINFER_NVFP4_QUANTIZE_USE_TMA=1, as an SM100 and an SM107.
@@ -13,7 +13,6 @@ device) return a kernel that launches nothing; the SM count (`get_num_sm` /
 (10, 0) or (10, 7). Everything that decides the results' sizes (padding, the TMA and tile
 choices, allocation, trimming, reshape) is FlashInfer's own code.
 """
-import importlib.util
 import inspect
 import json
 import os
@@ -26,10 +25,10 @@ import flashinfer.utils
 from flashinfer.quantization import fp4_quantization
 from flashinfer.quantization.kernels import mxfp4_quantize, nvfp4_quantize
 
-HOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "hooks")
-spec = importlib.util.spec_from_file_location("op_fakes", os.path.join(HOOKS, "op_fakes.py"))
-op_fakes = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(op_fakes)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from engine_source import engine
+
+op_fakes = engine("engine.fakes")
 
 KERNEL = fp4_quantization._fp4_quantize_cute_dsl
 FAKE = op_fakes.override("flashinfer::fp4_quantize_cute_dsl", KERNEL)

@@ -3,7 +3,7 @@
 For each `register_custom_op` in FlashInfer's source (declarations.py) the declaration is made
 again exactly as written: its decorator's name, `mutates_args` and other keywords evaluated in
 the declaring module, its signature with its annotations and defaults, its declaring module and
-qualified name (which hooks/op_corrections.py keys on) and the fake declared beside it, with
+qualified name (which the op records are keyed on) and the fake declared beside it, with
 FlashInfer's own body. Only the body of the declared function differs: it is the kernel's CPU
 stand-in made from the op audit (audit_standins.py), since the function body is the kernel call
 and this machine has no GPU. dynafold wakes these declarations at the next compile as it wakes
@@ -41,7 +41,7 @@ from declarations import declarations
 from value_compare import clone as _clone, same as _same
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-AUDIT = json.loads((ROOT / "docs" / "op-audit" / "audit.json").read_text())
+AUDIT = json.loads((ROOT / "integration" / "op_audit" / "audit.json").read_text())
 RELEASE = flashinfer.__version__.split("+")[0]
 STANDIN = "__dynafold_standin__"
 
@@ -110,7 +110,7 @@ def rebuild(decl, row):
     if fake is not None:
         fi_utils.register_fake_op(name)(fake)
     # The fake the operator gets: dynafold's where FlashInfer's is replaced, else FlashInfer's.
-    ops = sys.modules["_dynafold_dormant_ops"]
+    ops = sys.modules["_dynafold_ops.engine.wake"]
     rest = ops.op_corrections.of(fn).get("result_is_given", {}).get("rest_fake")
     STANDINS[key] = StandIn(row, _lenient(ops.op_fakes.override(name, fn) or fake),
                             _lenient(rest and ops.op_fakes.override(rest, fn)))
@@ -128,7 +128,7 @@ def _with_standin(module_name, function, node):
 
 
 def extra_declarations(audit):
-    """dynafold's own declarations (hooks/dormant_ops.py `EXTRA_DECLARATIONS`) that this release
+    """dynafold's own declarations (the op records' `declare`, hooks/ops/registry/) that this release
     has and the op audit has a row for, as (key, module, function, declared name, row). The FP4
     layer's (`_fp4_quantize_cute_dsl`, `mm_fp4`) have no row: their kernels are CuTe DSL and
     cuDNN graphs, checked on fake tensors (test_fp4_layer.py)."""
@@ -165,7 +165,7 @@ def rebuild_extra(module_name, function, name, row):
 
 
 # What the fakes of dynafold's wrapper-method declarations read of their object
-# (hooks/op_fakes.py), per "module:Class.method".
+# (their records' fakes, hooks/ops/registry/moe.py), per "module:Class.method".
 OBJECT_ATTRIBUTES = {
     **{f"flashinfer.fused_moe.cute_dsl.fused_moe:{cls}.run": {
         "hidden_size": 8, "output_dtype": torch.float32}
@@ -176,7 +176,7 @@ OBJECTS = []
 
 
 def _rebuild_method(module, function, name, row):
-    """dynafold's declaration of a wrapper method (hooks/method_boundaries.py): the method made
+    """dynafold's declaration of a wrapper method (hooks/ops/mechanisms/method_boundaries.py): the method made
     again from its class's source with the stand-in as its body, put in the class, whose
     boundary is then made again (as its module's import makes it); called on an object made
     without its constructor (which asks for a GPU), holding the attributes its fake reads,
@@ -193,7 +193,7 @@ def _rebuild_method(module, function, name, row):
     standin, _ = _with_standin(module.__name__, function, node)
     cls = getattr(module, class_name)
     setattr(cls, method, standin)
-    boundaries = sys.modules["_dynafold_method_boundaries"]
+    boundaries = sys.modules["_dynafold_ops.mechanisms.method_boundaries"]
     boundaries.install(module, [(class_name, method)])
     fn = boundaries.declaration(module.__name__, function)
     obj = cls.__new__(cls)
@@ -224,7 +224,7 @@ def _source_path(module):
 def _lenient(fake):
     """`fake`, given only the parameters it takes (several of FlashInfer's lack parameters
     added to their kernels since, none of which changes a result's shape; dynafold's operators
-    call them the same way, hooks/op_narrowing.py)."""
+    call them the same way, hooks/ops/engine/narrowing.py)."""
     if fake is None:
         return None
     takes = inspect.signature(fake).parameters
@@ -288,21 +288,21 @@ def _value(name, hint, shape, writes):
 # Scalars a declaration needs other than its default to fit the sweep's tensors: 0.7.4's
 # concat_mla_kv_quant_fp8 splits `kv_nope`'s last dim at `nope_dim` (default 128, wider than
 # any sweep shape). trtllm_fmha_v2_prefill (dynafold's declaration) takes `qkv` as the flat
-# tuple its narrowing wakes (hooks/op_narrowing.py), here separate Q, K, V.
+# tuple its narrowing wakes (hooks/ops/engine/narrowing.py), here separate Q, K, V.
 ARGUMENTS = {"flashinfer.mla_kv_pack:concat_mla_kv_quant_fp8": {"nope_dim": 32},
              "flashinfer.prefill:trtllm_fmha_v2_prefill": {
                  "qkv": tuple(torch.randn((4, 4, 64), generator=torch.Generator().manual_seed(i))
                               for i in range(3)),
                  "input_layout": "SEPARATE_Q_K_V"},
              # fmha_varlen (dynafold's declaration) is woken for the call that gives its plan
-             # (hooks/op_narrowing.py `plan_info`), as the ragged wrapper's cutlass backend does.
+             # (hooks/ops/engine/narrowing.py `plan_info`), as the ragged wrapper's cutlass backend does.
              "flashinfer.prefill:fmha_varlen": {
                  "plan_info": [torch.arange(3, dtype=torch.int32) for _ in range(4)]},
              # dynafold's declaration of kimi_k3_fp8_projection takes its prepared weight by
-             # key (hooks/attention_plans.py `_hold`, called here as a trace calls it); the
+             # key (hooks/ops/mechanisms/attention_plans.py `_hold`, called here as a trace calls it); the
              # fake reads the weight's n_valid.
-             "_dynafold_attention_plans:kimi_k3_project": {
-                 "prepared": lambda: sys.modules["_dynafold_attention_plans"]._hold(_PREPARED),
+             "_dynafold_ops.mechanisms.attention_plans:kimi_k3_project": {
+                 "prepared": lambda: sys.modules["_dynafold_ops.mechanisms.attention_plans"]._hold(_PREPARED),
                  "workspace": None}}
 
 
@@ -324,7 +324,7 @@ def arguments(fn, row, fake, keep_result):
         hints = typing.get_type_hints(fn)
     except Exception as e:
         raise Skip(f"annotations unresolvable ({type(e).__name__})") from None
-    # Annotations FlashInfer left out, as dynafold's operator takes them (hooks/op_corrections.py
+    # Annotations FlashInfer left out, as dynafold's operator takes them (a correction's
     # `annotations`: 0.7.x's SM12x MoE GEMMs' tensors).
     hints = {**ops_module().op_corrections.of(fn).get("annotations", {}), **hints}
     params = inspect.signature(fn).parameters
@@ -333,7 +333,7 @@ def arguments(fn, row, fake, keep_result):
         values = {}
         for p in params.values():
             if p.kind == p.VAR_POSITIONAL:
-                # A JIT run function's variant arguments (hooks/op_corrections.py `variadic`):
+                # A JIT run function's variant arguments (a correction's `variadic`):
                 # a tensor, an absent `maybe_*` tensor, a double and an int64, as the
                 # attention-sink and bidirectional wrappers pass them.
                 values[VARARGS] = (_value("extra_tensor", torch.Tensor, shape, ()), None,
@@ -353,14 +353,14 @@ def arguments(fn, row, fake, keep_result):
         values.update({k: v() if callable(v) else v for k, v in ARGUMENTS.get(
             f"{fn.__module__}:{fn.__qualname__}", {}).items()})
         # The values the operator takes a given-buffer call, or a fresh-result call, with
-        # (hooks/op_corrections.py).
+        # (the op's correction).
         fix = ops_module().op_corrections.of(fn)
         for form in ("result_is_given", "fresh_only"):
             when = fix.get(form, {}).get("when", {})
             # (torch.Tensor: a tensor given, a prepared wrapper's operand replaced)
             values.update({k: _value(k, torch.Tensor, shape, row["writes"])
                            if v is torch.Tensor else v for k, v in when.items() if k in values})
-        # A parameter the operator leaves out (hooks/op_narrowing.py) with the value it gives
+        # A parameter the operator leaves out (hooks/ops/engine/narrowing.py) with the value it gives
         # back, as a call it takes has it (a default that is an object, 0.7.x's
         # `nvfp4_4over6=_UNSET`, is a call it does not take).
         narrowing = ops_module().op_narrowing
@@ -452,7 +452,7 @@ def _wake_error(declared):
 
 
 def ops_module():
-    return sys.modules["_dynafold_dormant_ops"]
+    return sys.modules["_dynafold_ops.engine.wake"]
 
 
 _START = time.monotonic()
@@ -466,7 +466,7 @@ def main():
     # Scalar C++ (no vectorisation): a quarter less compile time on 2 cores, and what is
     # checked (ordering, aliasing and mutation of buffers around each operator) is the same.
     torch._inductor.config.cpp.simdlen = 1
-    ops = sys.modules["_dynafold_dormant_ops"]
+    ops = sys.modules["_dynafold_ops.engine.wake"]
     audit = rows(AUDIT, RELEASE)
     status = {}
     built = []
@@ -503,7 +503,7 @@ def main():
     torch.compile(lambda x: x + 1, fullgraph=True, backend="eager")(torch.ones(1))
     woken = {id(fn) for entries in ops._ops.values() for _, fn in entries}
     groups = {}
-    for key, decl, row, fn, name in built:
+    for key, decl, row, fn, _name in built:
         if id(fn) not in woken:
             declared = next(d for d in ops._declarations if d.fn is fn)
             plan = ops._plan(declared)
@@ -520,7 +520,7 @@ def main():
         groups.setdefault(decl["module"], []).append(
             (key, (fn, values, row["rng"], keep_result, frozenset(row["writes"]))))
         # A declaration whose result is the caller's buffer when given is also an operator
-        # for the call that gives none (hooks/op_corrections.py `fresh_otherwise`: SGLang's
+        # for the call that gives none (a correction's `fresh_otherwise`: SGLang's
         # mm_fp4): swept too, under its own key.
         given = ops.op_corrections.of(fn).get("result_is_given", {})
         if given.get("fresh_otherwise") and values.get(given["argument"]) is not None:

@@ -1,7 +1,7 @@
 """FlashInfer's `register_custom_op` declarations in a release, read from its source (no import,
 no GPU): per declaration its module, the decorated function's qualified name, the declared name,
-`mutates_args` as written, and its parameters. The op audit (docs/op-audit) is checked against
-this list so that no declaration goes unaudited, and the declaration sweep
+`mutates_args` as written, and its parameters. The op audit (integration/op_audit) is checked
+against this list so that no declaration goes unaudited, and the declaration sweep
 (declaration_sweep.py) rebuilds each declaration from it: with `nodes=True` each entry also
 carries the decorator call, the decorated function's definition and the `register_fake_op`
 definition declared with it in the same scope (None when there is none)."""

@@ -1,6 +1,7 @@
-"""dynafold's fakes and result forms for the FP4 layer's boundaries (hooks/op_fakes.py,
-hooks/op_corrections.py `result_is_given`) against FlashInfer's own Python, run for real on
-fake CUDA tensors (`FakeTensorMode`) with the kernels and the autotuner's choice stood in:
+"""dynafold's fakes and result forms for the FP4 layer's boundaries (their records in
+hooks/ops/registry/: fakes, corrections' `result_is_given`) against FlashInfer's own Python,
+run for real on fake CUDA tensors (`FakeTensorMode`) with the kernels and the autotuner's choice
+stood in:
 
 - `mm_fp4` (dynafold's own boundary), every backend SGLang selects, a grid of sizes and both
   output dtypes: without `out`, FlashInfer's body allocates the result that `_mm_fp4` must
@@ -19,7 +20,6 @@ pool; a plain buffer here); mm_fp4 is called with `skip_check=True`, as its back
 checks ask whether cuDNN and the CuTe DSL are installed. Every allocation and return is
 FlashInfer's.
 """
-import importlib.util
 import inspect
 import json
 import os
@@ -34,10 +34,10 @@ from flashinfer.autotuner import AutoTuner
 from flashinfer.fused_moe import core
 from flashinfer.gemm import gemm_base
 
-HOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "hooks")
-spec = importlib.util.spec_from_file_location("op_fakes", os.path.join(HOOKS, "op_fakes.py"))
-op_fakes = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(op_fakes)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from engine_source import engine
+
+op_fakes = engine("engine.fakes")
 
 
 class _Runner:

@@ -11,7 +11,8 @@ split op (registered through SGLang's `register_custom_op` / `register_split_op`
 piece with SGLang's `EagerAdapter` or `InductorAdaptor` and wraps it in `CUDAPiecewiseBackend`.
 
 Stand-ins, only where this machine has no GPU (nothing else of SGLang, FlashInfer, torch or
-dynafold is replaced):
+dynafold is replaced; 1-4 are functions of helpers/sglang_standins.py, shared with the 0.5.9
+and 0.5.12 runners):
   1. `IPython.display`: a stub module with `HTML` and `display` (SGLang's `sglang/utils.py`
      imports them; IPython, one of SGLang's heavy dependencies, was not installed until the
      real server's packages joined the environment, issue 21; the stub is kept so this path
@@ -27,9 +28,10 @@ dynafold is replaced):
      `JitSpecNvcc.load` (tvm_ffi.load_module), for the specs named fp4_quantization_90, norm
      and silu_and_mul only (any other spec goes to FlashInfer's own): the build compiles
      nothing and the load returns a CPU module with the built module's function names and
-     signatures, computed in torch (an NVFP4 reference quantizer for the linear scale layout;
-     RMSNorm; fused add + RMSNorm; SiLU-and-mul), opaque to Dynamo (`torch._dynamo.disable`) as
-     the built module's tvm_ffi functions are. Everything around them runs as FlashInfer
+     signatures, computed in torch (an NVFP4 reference quantizer, helpers/nvfp4.py, writing
+     the linear scale layout FlashInfer asks for here; RMSNorm; fused add + RMSNorm;
+     SiLU-and-mul), opaque to Dynamo (`torch._dynamo.disable`) as the built module's tvm_ffi
+     functions are. Everything around them runs as FlashInfer
      ships it: the JIT spec generators, `JitSpec.build_and_load` (try_load, FileLock),
      `get_fp4_quantization_module`, `get_norm_module` and `get_act_and_mul_module`.
   5. The CPU kernel of the test's own split op: SGLang's `register_custom_op` registers the
@@ -41,30 +43,16 @@ import os
 import sys
 import tempfile
 import time
-import types
 
 STARTED = time.monotonic()
 
-# -- stand-in 1: IPython.display --------------------------------------------------------------
-_ipython = types.ModuleType("IPython")
-_display = types.ModuleType("IPython.display")
-_display.HTML = type("HTML", (), {"__init__": lambda self, *a, **k: None})
-_display.display = lambda *args, **kwargs: None
-_ipython.display = _display
-sys.modules["IPython"] = _ipython
-sys.modules["IPython.display"] = _display
+import sglang_standins as standins  # noqa: E402 (torch, after the clock starts)
+from process_log import ProcessLog  # noqa: E402
 
-# -- stand-in 2: weak_ref_tensor (raises at import without a GPU) ------------------------------
-_weak = types.ModuleType("sglang.srt.model_executor.runner_backend_utils.weak_ref_tensor")
-
-
-def _no_capture(*args, **kwargs):
-    raise RuntimeError("weak_ref_tensor stand-in called: SGLang tried to capture a CUDA graph on CPU")
-
-
-_weak.weak_ref_tensor = _no_capture
-_weak.weak_ref_tensors = _no_capture
-sys.modules[_weak.__name__] = _weak
+# -- stand-in 1: IPython.display
+standins.ipython_display()
+# -- stand-in 2: weak_ref_tensor (raises at import without a GPU)
+standins.weak_ref_tensor("sglang.srt.model_executor.runner_backend_utils.weak_ref_tensor")
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -88,46 +76,14 @@ from sglang_blocks import BLOCKS, inputs  # noqa: E402
 IMPORTED_S = time.monotonic() - STARTED
 FP4_MODULE = sys.modules[flashinfer.fp4_quantize.__module__]
 
-# -- stand-in 3: the compute capability of a CPU tensor ---------------------------------------
-_flashinfer_capability = FP4_MODULE.get_compute_capability
-
-
-def _compute_capability(device):
-    if device.type == "cpu":
-        return 9, 0
-    return _flashinfer_capability(device)
-
-
-FP4_MODULE.get_compute_capability = _compute_capability
+# -- stand-in 3: the compute capability of a CPU tensor: (9, 0), an H200 (SGLang's SM90 branch)
+standins.compute_capability(FP4_MODULE, (9, 0))
 
 # -- stand-in 4: the JIT build of the fp4, norm and activation modules ------------------------
-E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
-
-
-class CpuFp4Module:
-    """The built fp4 module's `fp4_quantize`, for NVFP4 (16-element blocks, UE4M3 scales) in
-    the linear scale layout, written into the caller's buffers as the kernel does."""
-
-    def fp4_quantize(self, input, global_scale, out_val, out_sf, sf_vec_size, sf_use_ue8m0,
-                     is_sf_swizzled_layout, is_sf_8x4_layout, is_global_scale_inversed,
-                     enable_pdl, nvfp4_4over6_code):
-        if sf_vec_size != 16 or sf_use_ue8m0 or is_sf_swizzled_layout:
-            raise NotImplementedError("CPU stand-in: NVFP4 in the linear scale layout only")
-        k = input.shape[-1]
-        blocks = input.reshape(-1, k // 16, 16).float()
-        scale = global_scale.float().reshape(())
-        if is_global_scale_inversed:
-            scale = 1.0 / scale
-        sf = (scale * blocks.abs().amax(-1) / 6.0).to(torch.float8_e4m3fn)
-        sf_f = sf.float()
-        inv = torch.where(sf_f == 0, torch.zeros_like(sf_f), scale / sf_f)
-        scaled = (blocks * inv.unsqueeze(-1)).clamp(-6.0, 6.0)
-        code = (scaled.abs().unsqueeze(-1) - E2M1).abs().argmin(-1).to(torch.uint8)
-        code = code | ((scaled < 0).to(torch.uint8) << 3)
-        code = code.reshape(*input.shape[:-1], k)
-        out_val.copy_(code[..., 0::2] | (code[..., 1::2] << 4))
-        n = sf.numel()
-        out_sf[:n].copy_(sf.reshape(-1).view(torch.uint8))
+# The built fp4 module's `fp4_quantize` arguments, in the order FlashInfer 0.7.2 passes them.
+FP4_KERNEL_ARGS = ("input", "global_scale", "out_val", "out_sf", "sf_vec_size", "sf_use_ue8m0",
+                   "is_sf_swizzled_layout", "is_sf_8x4_layout", "is_global_scale_inversed",
+                   "enable_pdl", "nvfp4_4over6_code")
 
 
 def _rms(x, weight, eps):
@@ -154,31 +110,9 @@ class CpuActModule:
         out.copy_((torch.nn.functional.silu(input[..., :d].float()) * input[..., d:].float()).to(out.dtype))
 
 
-CPU_MODULES = {"fp4_quantization_90": CpuFp4Module, "norm": CpuNormModule,
-               "silu_and_mul": CpuActModule}
-_flashinfer_build = JitSpecNvcc.build
-_flashinfer_load = JitSpecNvcc.load
-BUILT = []  # the spec names the stand-in built, in order
-
-
-def _build(self, *args, **kwargs):
-    if self.name not in CPU_MODULES:
-        return _flashinfer_build(self, *args, **kwargs)
-    BUILT.append(self.name)  # nothing to compile: the module is CPU Python
-
-
-def _load(self, *args, **kwargs):
-    if self.name not in CPU_MODULES:
-        return _flashinfer_load(self, *args, **kwargs)
-    cpu = CPU_MODULES[self.name]()
-    # Opaque to Dynamo, as the built module's tvm_ffi functions are: a compile that reaches
-    # the kernel call fails instead of tracing this reference into the graph.
-    return types.SimpleNamespace(**{name: torch._dynamo.disable(getattr(cpu, name))
-                                    for name in dir(cpu) if not name.startswith("_")})
-
-
-JitSpecNvcc.build = _build
-JitSpecNvcc.load = _load
+CPU_MODULES = {"fp4_quantization_90": lambda: standins.CpuFp4Module(FP4_KERNEL_ARGS),
+               "norm": CpuNormModule, "silu_and_mul": CpuActModule}
+BUILT = standins.flashinfer_jit(JitSpecNvcc, CPU_MODULES)  # the spec names built, in order
 
 # -- the split op, through SGLang's own registration ------------------------------------------
 SPLIT_OP = "dynafold_test_attention"
@@ -213,16 +147,7 @@ SIZES = [4, 8, 16]
 
 # The processes started while SGLang compiles and runs the compiled forwards (Inductor starts
 # its C++ compiler; FlashInfer would start nvcc and ninja).
-COMPILING = [False]
-PROCESSES = []
-
-
-def _audit(event, args):
-    if event == "subprocess.Popen" and COMPILING[0]:
-        PROCESSES.append(" ".join(map(str, args[1]))[:300] if args[1] else str(args[0]))
-
-
-sys.addaudithook(_audit)
+PROCESSES = ProcessLog()
 
 
 def compile_pass(name, compiler, cache_dir):
@@ -237,13 +162,13 @@ def compile_pass(name, compiler, cache_dir):
         model(*values(name, SIZES[0]))
         install_torch_compiled(model, compile_config=config, fullgraph=True,
                                graph_pool=torch.cuda.graph_pool_handle())
-        COMPILING[0] = True
+        PROCESSES.active = True
         try:
             with enable_torch_compile_warmup():
                 for n in reversed(SIZES):
                     outputs[n] = model(*values(name, n))
         finally:
-            COMPILING[0] = False
+            PROCESSES.active = False
     return model, outputs
 
 
@@ -257,7 +182,7 @@ def run_case(name, compiler, root):
     torch._dynamo.reset()
     counters.clear()
     before = compilation_counter.clone()
-    del PROCESSES[:]
+    del PROCESSES.commands[:]
     cache_dir = os.path.join(root, f"{name}-{compiler}")
     started = time.monotonic()
     result = {"model": name, "compiler": compiler}
@@ -271,7 +196,7 @@ def run_case(name, compiler, root):
         result["seconds"] = round(time.monotonic() - started, 1)
         result["graph_breaks"] = sum(counters["graph_break"].values())
         result["graph_break_reasons"] = list(counters["graph_break"])[:5]
-        result["processes_while_compiling"] = list(PROCESSES)
+        result["processes_while_compiling"] = list(PROCESSES.commands)
         result["counter"] = {k: getattr(compilation_counter, k) - getattr(before, k)
                              for k in vars(compilation_counter)}
     # Eager reference: outside enable_tc_piecewise_cuda_graph() SGLang's trampoline runs the

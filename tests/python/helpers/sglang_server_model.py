@@ -3,7 +3,10 @@
     OUT/model/        a random LlamaForCausalLM (2 layers, hidden 64, 4 heads, 2 KV heads,
                       bf16, `save_pretrained`) and a byte-level BPE tokenizer trained here with
                       `tokenizers` (no network), saved beside it with `save_pretrained`;
-    OUT/standin/      the stand-in `sgl_kernel` package (below), for PYTHONPATH.
+    OUT/standin/      the stand-in `sgl_kernel` package (below), for PYTHONPATH;
+    OUT/standin-amx/  the same with the operators of SGLang's Intel AMX path added
+                      (sgl_kernel_amx_standin.py), for the server that compiles
+                      (`--enable-torch-compile` on CPU runs only on that path).
 
     python sglang_server_model.py OUT
 
@@ -49,6 +52,9 @@ def __getattr__(name):
     return not_stood_in
 '''
 
+AMX_STANDIN = pathlib.Path(__file__).with_name("sgl_kernel_amx_standin.py")
+AMX_ANSWER = pathlib.Path(__file__).with_name("amx_answer_sitecustomize.py")
+
 # Text the tokenizer is trained on: local, fixed, with enough variety for a few hundred merges.
 CORPUS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -92,11 +98,17 @@ def make_model(out, tokenizer):
 def main():
     out = pathlib.Path(sys.argv[1])
     model_dir, standin = out / "model", out / "standin" / "sgl_kernel"
+    amx = out / "standin-amx" / "sgl_kernel"
     model_dir.mkdir(parents=True, exist_ok=True)
-    standin.mkdir(parents=True, exist_ok=True)
+    for folder in (standin, amx):
+        folder.mkdir(parents=True, exist_ok=True)
     (standin / "__init__.py").write_text(STANDIN_SGL_KERNEL)
+    (amx / "__init__.py").write_text(STANDIN_SGL_KERNEL + "\n\n" + AMX_STANDIN.read_text())
+    # A CPU without AMX tiles answers as one with them (the stand-in's operators are plain torch).
+    (amx.parent / "sitecustomize.py").write_text(AMX_ANSWER.read_text())
     make_model(model_dir, make_tokenizer(model_dir))
     print("RESULT " + json.dumps({"model": str(model_dir), "standin": str(standin.parent),
+                                  "standin_amx": str(amx.parent),
                                   "files": sorted(os.listdir(model_dir))}), flush=True)
 
 

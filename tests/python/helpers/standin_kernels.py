@@ -13,6 +13,7 @@ wrappers' constructors (`unpinned`, plain host memory: pinning needs a CUDA driv
 """
 
 import contextlib
+import math
 import types
 
 import torch
@@ -174,6 +175,107 @@ def cub_topk_page_table_transform(input, out, src_page_table, lengths, out_raw_i
         out_raw_indices.copy_(idx.to(out_raw_indices.dtype))
 
 
+# --- page (csrc/page.cu) ----------------------------------------------------------------
+
+
+def append_paged_kv_cache(append_key, append_value, batch_indices, positions, paged_k_cache,
+                          paged_v_cache, kv_indices, kv_indptr, kv_last_page_len, layout):
+    """Writes token i's key and value at its request's position: page
+    kv_indices[kv_indptr[b] + pos // page_size], entry pos % page_size; layout 0 (NHD) puts the
+    entry before the heads, 1 (HND) after (include/flashinfer/page.cuh AppendPagedKVCache).
+    Writes nothing else."""
+    page_size = paged_k_cache.size(1 if layout == 0 else 2)
+    for i in range(append_key.size(0)):
+        b, pos = int(batch_indices[i]), int(positions[i])
+        page = int(kv_indices[int(kv_indptr[b]) + pos // page_size])
+        entry = pos % page_size
+        for cache, rows in ((paged_k_cache, append_key), (paged_v_cache, append_value)):
+            if layout == 0:
+                cache[page, entry] = rows[i]
+            else:
+                cache[page, :, entry] = rows[i]
+
+
+def _e2m1(x):
+    """nvfp4_append_quantize_e2m1: sign bit 8 and a magnitude code 0-7 by its thresholds (NaN
+    and anything not above 0.25 is 0)."""
+    mag = x.abs()
+    code = sum((mag > 0.25, mag >= 0.75, mag > 1.25, mag >= 1.75, mag > 2.5, mag >= 3.5,
+                mag > 5.0), torch.zeros_like(mag, dtype=torch.uint8))
+    return code | (torch.signbit(x).to(torch.uint8) << 3)
+
+
+def _nvfp4_block(rows, global_scale):
+    """nvfp4_append_quantize_block over every 16 values of `rows` [..., head_dim]: the packed
+    E2M1 bytes [..., head_dim // 2] (even element low nibble) and the E4M3 block scales
+    [..., head_dim // 16], amax / (6 * global_scale) rounded to E4M3 (saturating, as the
+    kernel's __nv_fp8_e4m3), each value scaled by 1 / (rounded scale * global_scale)."""
+    x = rows.float().unflatten(-1, (-1, 16))
+    amax = x.abs().amax(-1)
+    scale = torch.where(amax > 0, amax / (6.0 * global_scale), 0.0)
+    scale = scale.clamp(max=448.0).to(torch.float8_e4m3fn)
+    rounded = scale.float()
+    inverse = torch.where((amax > 0) & (rounded > 0), 1.0 / (rounded * global_scale), 0.0)
+    codes = _e2m1(x * inverse.unsqueeze(-1)).flatten(-2)
+    return codes[..., 0::2] | (codes[..., 1::2] << 4), scale
+
+
+def _global_scale(scale):
+    value = float(_scale_of(scale))
+    if not (math.isfinite(value) and value > 0):
+        raise RuntimeError("trap: a global scale that is not positive finite")
+    return value
+
+
+def _nvfp4_write(caches, rows, k_scale, v_scale, page, entry, layout):
+    """Token rows (key, value) quantized into (K values, V values, K scales, V scales) at one
+    page and entry: NHD puts the entry before the heads, HND after (both kernels index the
+    scale caches with the value caches' layout, csrc/page.cu strides)."""
+    k_cache, v_cache, k_sf, v_sf = caches
+    for (values, scales), row, scale in (((k_cache, k_sf), rows[0], k_scale),
+                                         ((v_cache, v_sf), rows[1], v_scale)):
+        packed, sf = _nvfp4_block(row, scale)
+        if layout == 0:
+            values[page, entry], scales[page, entry] = packed, sf
+        else:
+            values[page, :, entry], scales[page, :, entry] = packed, sf
+
+
+def nvfp4_quantize_append_paged_kv_cache(append_key, append_value, batch_indices, positions,
+                                         paged_k_cache, paged_v_cache, k_scale_cache,
+                                         v_scale_cache, kv_indices, kv_indptr, kv_last_page_len,
+                                         k_scale, v_scale, layout):
+    """NVFP4QuantizeAppendPagedKVCacheKernel (include/flashinfer/page.cuh): token i's key and
+    value quantized at page kv_indices[kv_indptr[b] + pos // page_size], entry pos % page_size,
+    packed E2M1 into the value caches and E4M3 block scales into the scale caches. Writes
+    nothing else."""
+    page_size = paged_k_cache.size(1 if layout == 0 else 2)
+    k, v = _global_scale(k_scale), _global_scale(v_scale)
+    caches = (paged_k_cache, paged_v_cache, k_scale_cache, v_scale_cache)
+    for i in range(append_key.size(0)):
+        b, pos = int(batch_indices[i]), int(positions[i])
+        page = int(kv_indices[int(kv_indptr[b]) + pos // page_size])
+        _nvfp4_write(caches, (append_key[i], append_value[i]), k, v, page, pos % page_size,
+                     layout)
+
+
+def nvfp4_quantize_append_paged_kv_cache_with_slot_mapping(
+        append_key, append_value, slot_mapping, paged_k_cache, paged_v_cache, k_scale_cache,
+        v_scale_cache, k_scale, v_scale, layout):
+    """NVFP4QuantizeAppendPagedKVCacheWithSlotMappingKernel: row i quantized at page
+    slot // page_size, entry slot % page_size; a negative or out-of-range slot writes nothing;
+    the scales are read from their one-element float32 tensors."""
+    page_size = paged_k_cache.size(1 if layout == 0 else 2)
+    slots = page_size * paged_k_cache.size(0)
+    k, v = _global_scale(k_scale), _global_scale(v_scale)
+    caches = (paged_k_cache, paged_v_cache, k_scale_cache, v_scale_cache)
+    for i in range(slot_mapping.size(0)):
+        slot = int(slot_mapping[i])
+        if 0 <= slot < slots:
+            _nvfp4_write(caches, (append_key[i], append_value[i]), k, v, slot // page_size,
+                         slot % page_size, layout)
+
+
 def install(modules):
     """Replaces each JIT module's spec in the FlashInfer modules given (name -> module)."""
     decode = modules.get("decode")
@@ -189,6 +291,15 @@ def install(modules):
         sampling.gen_sampling_module = lambda *a: _spec(
             softmax=softmax, sampling_from_probs=sampling_from_probs,
             top_k_top_p_sampling_from_probs=top_k_top_p_sampling_from_probs)
+    page = modules.get("page")
+    if page is not None:
+        # (0.7.4's gen_page_module(True), the NVFP4 "4over6" build, has no stand-in: any of
+        # its kernels raises.)
+        page.gen_page_module = lambda *a: _spec() if any(a) else _spec(
+            append_paged_kv_cache=append_paged_kv_cache,
+            nvfp4_quantize_append_paged_kv_cache=nvfp4_quantize_append_paged_kv_cache,
+            nvfp4_quantize_append_paged_kv_cache_with_slot_mapping=(
+                nvfp4_quantize_append_paged_kv_cache_with_slot_mapping))
     topk = modules.get("topk")
     if topk is not None and hasattr(topk, "gen_topk_module"):
         topk.gen_topk_module = lambda *a: _spec(

@@ -30,7 +30,7 @@ sys.addaudithook(lambda ev, a: processes.append(str(a[1])[:200])
 
 # Sizes: tokens, hidden, intermediate, experts, top-k (multiples of 128 as the trtllm-gen
 # kernels need; shapes are what they are on an SM100, the sizes are small).
-M, H, I, E, TOP_K = 4, 256, 256, 8, 2
+M, H, I, E, TOP_K = 4, 256, 256, 8, 2  # noqa: E741  (I: intermediate, as above)
 N = 512
 
 
@@ -159,7 +159,7 @@ def main():
                 tracing[0] = None
             if result is not None:
                 out[name]["results"] = describe(result)
-    hooks = sys.modules.get("_dynafold_dormant_ops")
+    hooks = sys.modules.get("_dynafold_ops.engine.wake")
     status = {m: s for m, s in (hooks.status() if hooks else {}).items()
               if m.startswith(("flashinfer.gemm", "flashinfer.fused_moe"))}
     status["woken"] = sorted(getattr(hooks, "_ops", {}))

@@ -97,14 +97,14 @@ def main():
         # FlashInfer's declarations still hand back FlashInfer's own function (eager path).
         "declared_is_own": utils.register_custom_op("t::probe", mutates_args=())(probe) is probe,
         "rmsnorm_op_runs": _rmsnorm_op_runs(),
-        "woken": sorted(getattr(sys.modules.get("_dynafold_dormant_ops"), "_ops", {})),
+        "woken": sorted(getattr(sys.modules.get("_dynafold_ops.engine.wake"), "_ops", {})),
     }), flush=True)
 
 
 def _rmsnorm_op_runs():
     """What the woken rmsnorm operator's real implementation is: FlashInfer's function, still
     the very object its module holds (so eager calls are untouched)."""
-    ops = getattr(sys.modules.get("_dynafold_dormant_ops"), "_ops", {})
+    ops = getattr(sys.modules.get("_dynafold_ops.engine.wake"), "_ops", {})
     if "flashinfer::rmsnorm" not in ops:
         return None
     fn = ops["flashinfer::rmsnorm"][0][1]

@@ -44,7 +44,7 @@ def cases():
         "top_p_sampling_from_probs": lambda: sampling.top_p_sampling_from_probs(probs, 0.9),
         "top_k_sampling_from_probs": lambda: sampling.top_k_sampling_from_probs(probs, 5),
         "min_p_sampling_from_probs": lambda: sampling.min_p_sampling_from_probs(probs, 0.1),
-        # Outside the narrowed form (a tuple result): traced as FlashInfer ships it.
+        # A tuple result (samples, valid): an operator of its own (issue 30).
         "return_valid": lambda: sampling.sampling_from_probs(probs, return_valid=True),
     }
 
@@ -56,7 +56,8 @@ def main():
         for name, fn in cases().items():
             result, out[name] = trace(fn, error_chars=1000)
             if out[name]["ok"]:
-                out[name].update(shape=list(result.shape), dtype=str(result.dtype))
+                first = result[0] if isinstance(result, tuple) else result
+                out[name].update(shape=list(first.shape), dtype=str(first.dtype))
     print("RESULT " + json.dumps(out), flush=True)
 
 
