@@ -12,6 +12,11 @@ FLASHINFER_DIR="$DYNAFOLD_CACHE/flashinfer"
 # Releases installed side by side (each in its own --target folder), chosen to span the
 # layouts FlashInfer has shipped: sdists (0.2/0.3), the 0.5/0.6 wheels and the 0.7 split.
 FLASHINFER_RELEASES=${DYNAFOLD_FLASHINFER_RELEASES:-"0.5.3 0.6.16 0.7.4"}
+# A 0.6.x release older than 0.6.16 whose layouts differ (flashinfer/mla.py, tensor-core
+# decode's paged_run arguments, the trtllm MoE and XQA ops declared in other loaders): installed
+# beside them, but only the tests of those layouts run on it (tests/python/test_fold.py
+# OLD_LAYOUT_RELEASE), not every release-parametrized one.
+OLD_LAYOUT_RELEASE=${DYNAFOLD_OLD_LAYOUT_RELEASE:-0.6.7.post3}
 # What FlashInfer's fp4 path imports, minus its heavy extras (FIELD-NOTES 2).
 FLASHINFER_DEPS="apache-tvm-ffi packaging filelock requests tqdm nvidia-ml-py einops click tabulate numpy"
 
@@ -47,6 +52,34 @@ SGLANG_SERVER_DEPS="annotated-doc==0.0.7 asttokens==3.0.2 cffi==2.1.1 compressed
   traitlets==5.16.1 transformers==5.19.0 typer==0.29.2 uvicorn==0.54.0 uvloop==0.23.0
   wcwidth==0.9.4 xgrammar==0.2.7"
 
+# SGLang 0.5.9, the seed's release (tests/python/test_sglang059.py): its pins (torch 2.9.1,
+# FlashInfer 0.6.3) on CPython 3.12 (SGLang's images). Its wheel is pure Python
+# (py3-none-any) but no torch 2.9.1 environment on 3.12 exists to share. SGLang is installed
+# --no-deps, with exactly what importing its ModelRunner, LlamaForCausalLM and
+# PiecewiseCudaGraphRunner needs (found by importing them), at SGLang's own pins where it has
+# one (transformers, openai); torchvision at torch 2.9.1's pair, so nothing moves torch.
+SGLANG059_VERSION=0.5.9
+SGLANG059_TORCH_VERSION=2.9.1
+SGLANG059_FLASHINFER=0.6.3
+SGLANG059_DEPS="torchvision==0.24.1 apache-tvm-ffi<0.2,!=0.1.8,!=0.1.8.post0 orjson psutil pybase64
+  pillow starlette msgspec pydantic pyzmq aiohttp transformers==4.57.1 openai==2.6.1
+  partial_json_parser dill sentencepiece gguf compressed-tensors==0.15.0.1 pytest"
+SGLANG059_VENV="$DYNAFOLD_CACHE/venv-sglang$SGLANG059_VERSION-torch$SGLANG059_TORCH_VERSION"
+
+# SGLang 0.5.12 (tests/python/test_sglang0512.py), piecewise CUDA graphs on by default: its pins
+# (torch 2.11.0, FlashInfer 0.6.11.post1) on CPython 3.12. No other environment has torch 2.11.0,
+# so this one costs a torch of its own (5 GB, about 11 minutes the first time; scripts/test
+# leaves it out with DYNAFOLD_SGLANG0512=0). SGLang --no-deps with what importing its
+# ModelRunner, LlamaForCausalLM and PiecewiseCudaGraphRunner needs, at SGLang 0.5.12's own pins
+# where it has one; torchvision at torch 2.11.0's pair.
+SGLANG0512_VERSION=0.5.12
+SGLANG0512_TORCH_VERSION=2.11.0
+SGLANG0512_FLASHINFER=0.6.11.post1
+SGLANG0512_DEPS="torchvision==0.26.0 apache-tvm-ffi==0.1.9 orjson psutil pybase64 pillow starlette
+  msgspec pydantic pyzmq aiohttp transformers==5.6.0 openai==2.6.1 partial_json_parser dill
+  sentencepiece gguf compressed-tensors pytest"
+SGLANG0512_VENV="$DYNAFOLD_CACHE/venv-sglang$SGLANG0512_VERSION-torch$SGLANG0512_TORCH_VERSION"
+
 # FlashInfer's CuTe DSL kernel modules import `cutlass` (nvidia-cutlass-dsl) at the top: the
 # check of dynafold's cute-dsl fake against FlashInfer's own shape arithmetic
 # (tests/python/test_cute_dsl_fake.py) runs in an environment with it, layered over the torch
@@ -81,6 +114,21 @@ ensure_venv() {
   printf '%s' "$TEST_TOOLS" > "$venv/.complete"
 }
 
+# The linter and the type checker, pinned, in an environment of their own: they import none of
+# the code they read, so they need no torch, and a new pin remakes only this small one.
+# `.complete` holds the pins it was made with. mypy stays on 1.20: 2.x no longer checks code
+# as Python 3.9, the oldest the hooks run on.
+LINT_TOOLS="ruff==0.17.6 mypy==1.20.2"
+LINT_VENV="$DYNAFOLD_CACHE/venv-lint"
+ensure_lint_venv() {
+  local venv=$LINT_VENV
+  [ -x "$venv/bin/ruff" ] && [ "$(cat "$venv/.complete" 2>/dev/null)" = "$LINT_TOOLS" ] && return 0
+  log "creating $venv ($LINT_TOOLS; first time only, seconds)"
+  fresh_venv "$BASE_PYTHON" "$venv" || return 1
+  "$venv/bin/python" -m pip install -q $LINT_TOOLS || return 1
+  printf '%s' "$LINT_TOOLS" > "$venv/.complete"
+}
+
 # fresh_venv PYTHON VENV: an empty environment of that interpreter at VENV (whatever was there
 # is removed), with a current pip.
 fresh_venv() {
@@ -99,6 +147,21 @@ ensure_flashinfer() {
     touch "$dir/.complete"
   fi
   printf '%s\n' "$dir"
+}
+
+# ensure_flashinfer_wheel: FlashInfer's $UNINSTALL_FLASHINFER wheel itself (7 MB), downloaded once, so
+# tests/python/test_uninstall.py can install it with pip into a throw-away environment and
+# uninstall it again without the network. Prints the wheel's path.
+UNINSTALL_FLASHINFER=0.5.3
+FLASHINFER_WHEELS="$DYNAFOLD_CACHE/flashinfer-wheels"
+ensure_flashinfer_wheel() {
+  local wheel="$FLASHINFER_WHEELS/flashinfer_python-$UNINSTALL_FLASHINFER-py3-none-any.whl"
+  if [ ! -f "$wheel" ]; then
+    log "downloading the flashinfer-python $UNINSTALL_FLASHINFER wheel into $FLASHINFER_WHEELS"
+    "$VENV/bin/python" -m pip download -q --no-deps --only-binary=:all: -d "$FLASHINFER_WHEELS" \
+      "flashinfer-python==$UNINSTALL_FLASHINFER" >&2 || return 1
+  fi
+  printf '%s\n' "$wheel"
 }
 
 # pyenv_python MINOR: the newest pyenv build of that CPython minor (every machine of this kind
@@ -127,6 +190,28 @@ ensure_sglang_venv() {
   log "adding SGLang's server packages to $venv (first time only, about a minute)"
   "$venv/bin/python" -m pip install -q --no-deps $SGLANG_SERVER_DEPS || return 1
   printf '%s' "$SGLANG_SERVER_DEPS" > "$venv/.server"
+}
+
+# ensure_sglang_release_venv VERSION TORCH FLASHINFER DEPS: SGLang VERSION's environment at
+# $DYNAFOLD_CACHE/venv-sglang$VERSION-torch$TORCH (the SGLANG059_* and SGLANG0512_* pins above):
+# pyenv's CPython 3.12 with torch TORCH, FlashInfer's runtime dependencies, SGLang VERSION
+# (--no-deps) and DEPS; FlashInfer FLASHINFER itself by ensure_flashinfer, like the others (an
+# empty FLASHINFER leaves it to the caller: it is installed with the main environment's pip).
+# `.complete` holds the package list it was made with: a changed list remakes it.
+ensure_sglang_release_venv() {
+  local version=$1 torch=$2 flashinfer=$3 deps=$4 venv py want
+  venv="$DYNAFOLD_CACHE/venv-sglang$version-torch$torch"
+  want="torch==$torch sglang==$version $deps"
+  if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.complete" 2>/dev/null)" != "$want" ]; then
+    py=$(pyenv_python 3.12)
+    if [ -z "$py" ]; then log "no pyenv CPython 3.12 under ${PYENV_ROOT:-$HOME/.pyenv}/versions"; return 1; fi
+    log "creating $venv ($py, torch $torch, sglang $version; first time only, a few minutes)"
+    fresh_venv "$py" "$venv" || return 1
+    "$venv/bin/python" -m pip install -q "torch==$torch" $FLASHINFER_DEPS $deps || return 1
+    "$venv/bin/python" -m pip install -q --no-deps "sglang==$version" || return 1
+    printf '%s' "$want" > "$venv/.complete"
+  fi
+  [ -z "$flashinfer" ] || ensure_flashinfer "$flashinfer" >/dev/null
 }
 
 # ensure_cutlass_venv: nvidia-cutlass-dsl $CUTLASS_DSL_VERSION over the torch environment.
