@@ -94,7 +94,7 @@ log() { printf '[dynafold setup] %s\n' "$*" >&2; }
 
 # What the tests need besides torch and FlashInfer's dependencies (the wheel is linked by zig
 # and audited by auditwheel; `python -m build` makes the sdist, see test_package.py).
-TEST_TOOLS="pytest maturin ziglang auditwheel build"
+TEST_TOOLS="pytest pytest-xdist maturin ziglang auditwheel build"
 
 # ensure_venv [TORCH_VERSION]: the environment for that torch (default $TORCH_VERSION). An
 # environment made before a tool joined TEST_TOOLS gets the missing ones added, not remade.
