@@ -192,14 +192,14 @@ ensure_sglang_venv() {
   printf '%s' "$SGLANG_SERVER_DEPS" > "$venv/.server"
 }
 
-# ensure_sglang_release_venv VERSION TORCH FLASHINFER DEPS: SGLang VERSION's environment at
+# ensure_sglang_release_venv VERSION TORCH DEPS: SGLang VERSION's environment at
 # $DYNAFOLD_CACHE/venv-sglang$VERSION-torch$TORCH (the SGLANG059_* and SGLANG0512_* pins above):
 # pyenv's CPython 3.12 with torch TORCH, FlashInfer's runtime dependencies, SGLang VERSION
-# (--no-deps) and DEPS; FlashInfer FLASHINFER itself by ensure_flashinfer, like the others (an
-# empty FLASHINFER leaves it to the caller: it is installed with the main environment's pip).
+# (--no-deps) and DEPS. Its FlashInfer release is installed by ensure_flashinfer, like the
+# others, with the main environment's pip (scripts/lib/setup.sh setup_flashinfer).
 # `.complete` holds the package list it was made with: a changed list remakes it.
 ensure_sglang_release_venv() {
-  local version=$1 torch=$2 flashinfer=$3 deps=$4 venv py want
+  local version=$1 torch=$2 deps=$3 venv py want
   venv="$DYNAFOLD_CACHE/venv-sglang$version-torch$torch"
   want="torch==$torch sglang==$version $deps"
   if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.complete" 2>/dev/null)" != "$want" ]; then
@@ -211,7 +211,6 @@ ensure_sglang_release_venv() {
     "$venv/bin/python" -m pip install -q --no-deps "sglang==$version" || return 1
     printf '%s' "$want" > "$venv/.complete"
   fi
-  [ -z "$flashinfer" ] || ensure_flashinfer "$flashinfer" >/dev/null
 }
 
 # ensure_cutlass_venv: nvidia-cutlass-dsl $CUTLASS_DSL_VERSION over the torch environment.

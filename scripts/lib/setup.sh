@@ -25,15 +25,15 @@ run_jobs() {
 
 setup_old_torch() { ensure_venv "$OLD_TORCH_VERSION"; }
 setup_sglang059() {
-  ensure_sglang_release_venv "$SGLANG059_VERSION" "$SGLANG059_TORCH_VERSION" "" "$SGLANG059_DEPS"
+  ensure_sglang_release_venv "$SGLANG059_VERSION" "$SGLANG059_TORCH_VERSION" "$SGLANG059_DEPS"
 }
 setup_sglang0512() {
-  ensure_sglang_release_venv "$SGLANG0512_VERSION" "$SGLANG0512_TORCH_VERSION" "" "$SGLANG0512_DEPS"
+  ensure_sglang_release_venv "$SGLANG0512_VERSION" "$SGLANG0512_TORCH_VERSION" "$SGLANG0512_DEPS"
 }
-# setup_flashinfer [WITH_SGLANG0512]
+# Every FlashInfer release the tests import, SGLang 0.5.12's when WITH_SGLANG0512 is not 0.
 setup_flashinfer() {
   local v releases="$FLASHINFER_RELEASES $OLD_LAYOUT_RELEASE $SGLANG_FLASHINFER $SGLANG059_FLASHINFER"
-  [ "${1:-1}" != 0 ] && releases+=" $SGLANG0512_FLASHINFER"
+  [ "${WITH_SGLANG0512:-1}" != 0 ] && releases+=" $SGLANG0512_FLASHINFER"
   ensure_flashinfer_wheel >/dev/null || return 1
   for v in $releases; do
     ensure_flashinfer "$v" >/dev/null || return 1
@@ -43,14 +43,14 @@ setup_corpus() { scripts/fetch-corpus >/dev/null; }
 
 # ensure_all [WITH_SGLANG0512]: every environment's download at once; what is installed with
 # the main environment's pip (FlashInfer's releases, the cutlass overlay, the build wheelhouse)
-# waits for it.
+# waits for it. The lint environment is not among them: scripts/test makes it first, to lint
+# before minutes of set-up.
 ensure_all() {
-  local with0512=${1:-1} jobs
-  ensure_lint_venv || return 1
+  local jobs
+  WITH_SGLANG0512=${1:-1}
   ensure_system_packages || return 1
   jobs=(ensure_venv setup_old_torch ensure_sglang_venv setup_sglang059 setup_corpus)
-  [ "$with0512" != 0 ] && jobs+=(setup_sglang0512)
+  [ "$WITH_SGLANG0512" != 0 ] && jobs+=(setup_sglang0512)
   run_jobs "${jobs[@]}" || return 1
-  WITH_SGLANG0512=$with0512 run_jobs ensure_cutlass_venv ensure_build_wheelhouse setup_flashinfer_all
+  run_jobs ensure_cutlass_venv ensure_build_wheelhouse setup_flashinfer
 }
-setup_flashinfer_all() { setup_flashinfer "${WITH_SGLANG0512:-1}"; }
