@@ -133,6 +133,16 @@ def result_of(r, tail=3000):
     return json.loads(lines[0][7:])
 
 
+def results_of(r, count=1):
+    """The JSON of every `RESULT {...}` line a helper printed; the test fails, with the ends of
+    its stdout and stderr, unless it exited 0 having printed exactly `count` of them."""
+    out = r.stdout.decode()
+    results = [json.loads(line[7:]) for line in out.splitlines() if line.startswith("RESULT ")]
+    assert r.returncode == 0 and len(results) == count, (r.returncode, out[-3000:],
+                                                         r.stderr.decode()[-5000:])
+    return results
+
+
 FORWARDED = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)
 # More of what `dynafold run` forwards (every catchable signal but faults, job control, CHLD
 # and PIPE): those servers act on besides the four above.

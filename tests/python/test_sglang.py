@@ -23,12 +23,11 @@ of the fp4/norm/activation modules as CPU modules with the built modules' signat
 op's CPU kernel). Nothing of SGLang, FlashInfer's version checks or dynafold is changed. CUDA
 graph capture itself is not exercised (it needs a GPU: integration/gpu/).
 """
-import json
 import pathlib
 
 import pytest
 
-from conftest import CACHE, clean_env, run
+from conftest import CACHE, clean_env, results_of, run
 from test_fold import BASE_PATH, release_text, toolkit
 
 # The pins of scripts/lib/env.sh (SGLANG_VERSION, SGLANG_TORCH_VERSION, SGLANG_FLASHINFER).
@@ -78,10 +77,8 @@ def drive(tmp_path, compilers, preload=None, **settings):
         env["LD_PRELOAD"] = preload
     r = run([str(SGLANG_PYTHON), str(HELPER), ",".join(MODELS), ",".join(compilers)], env,
             timeout=480, cwd=tmp_path)
-    out, err = r.stdout.decode(), r.stderr.decode()
-    results = [json.loads(line[7:]) for line in out.splitlines() if line.startswith("RESULT ")]
-    assert r.returncode == 0 and len(results) == len(MODELS) * len(compilers), (
-        r.returncode, out[-3000:], err[-5000:])
+    results = results_of(r, len(MODELS) * len(compilers))
+    err = r.stderr.decode()
     for result in results:
         # The environment SGLang's users run, and SGLang's pins.
         assert result["python"].startswith("3.12."), result["python"]

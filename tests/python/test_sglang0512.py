@@ -13,12 +13,11 @@ What it shows: 0.5.12 reaches FlashInfer's fp4 kernel only through its own opera
 (`sglang::flashinfer_fp4_quantize`), so Dynamo never enters FlashInfer on this path: the forward
 compiles with zero breaks with or without dynafold, and dynafold changes nothing in the graph.
 """
-import json
 import pathlib
 
 import pytest
 
-from conftest import CACHE, clean_env, run
+from conftest import CACHE, clean_env, results_of, run
 from test_fold import BASE_PATH, release_text, toolkit
 
 # The pins of scripts/lib/env.sh (SGLANG0512_VERSION, SGLANG0512_TORCH_VERSION,
@@ -49,10 +48,8 @@ def drive(tmp_path, model, preload=None):
     if preload:
         env["LD_PRELOAD"] = preload
     r = run([str(PYTHON), str(HELPER), "sm120", model], env, timeout=300, cwd=tmp_path)
-    out, err = r.stdout.decode(), r.stderr.decode()
-    results = [json.loads(line[7:]) for line in out.splitlines() if line.startswith("RESULT ")]
-    assert r.returncode == 0 and len(results) == 1, (r.returncode, out[-3000:], err[-5000:])
-    result = results[0]
+    (result,) = results_of(r)
+    err = r.stderr.decode()
     assert result["python"].startswith("3.12."), result["python"]
     assert result["torch"].split("+")[0] == TORCH and result["sglang"] == SGLANG
     assert result["flashinfer"] == FLASHINFER
@@ -99,11 +96,7 @@ def test_glm5_is_left_out_of_the_default_path(tmp_path):
     env = clean_env(PATH=BASE_PATH, PYTHONPATH=str(FLASHINFER_DIR),
                     SGLANG_CACHE_DIR=str(tmp_path / "sglang-cache"))
     r = run([str(PYTHON), str(MODEL_CONFIG_HELPER)], env, timeout=300, cwd=tmp_path)
-    out = r.stdout.decode()
-    results = [json.loads(line[7:]) for line in out.splitlines() if line.startswith("RESULT ")]
-    assert r.returncode == 0 and len(results) == 1, (r.returncode, out[-3000:],
-                                                     r.stderr.decode()[-5000:])
-    result = results[0]
+    (result,) = results_of(r)
     assert result["sglang"] == SGLANG, result
     glm5, llama = result["GlmMoeDsaForCausalLM"], result["LlamaForCausalLM"]
     assert glm5["model_type"] == "glm_moe_dsa", glm5

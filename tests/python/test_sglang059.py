@@ -17,12 +17,11 @@ at its first NVFP4 linear; with dynafold Dynamo gets through both NVFP4 linears 
 indexer and stops in SGLang's own indexer (a host `.item()`), no FlashInfer frame in the
 failure. Its MoE layer, which that stop leaves untraced, is compiled alone, the same way.
 """
-import json
 import pathlib
 
 import pytest
 
-from conftest import CACHE, clean_env, run
+from conftest import CACHE, clean_env, results_of, run
 from test_fold import BASE_PATH, release_text, toolkit
 
 # The pins of scripts/lib/env.sh (SGLANG059_VERSION, SGLANG059_TORCH_VERSION, SGLANG059_FLASHINFER).
@@ -69,10 +68,8 @@ def _drive(tmp_path, inductor_cache, arch, preload, model):
     if preload:
         env["LD_PRELOAD"] = preload
     r = run([str(PYTHON), str(HELPER), arch, model], env, timeout=300, cwd=tmp_path)
-    out, err = r.stdout.decode(), r.stderr.decode()
-    results = [json.loads(line[7:]) for line in out.splitlines() if line.startswith("RESULT ")]
-    assert r.returncode == 0 and len(results) == 1, (r.returncode, out[-3000:], err[-5000:])
-    result = results[0]
+    (result,) = results_of(r)
+    err = r.stderr.decode()
     # The environment the seed ran: SGLang 0.5.9's pins on CPython 3.12.
     assert result["python"].startswith("3.12."), result["python"]
     assert result["torch"].split("+")[0] == TORCH and result["sglang"] == SGLANG

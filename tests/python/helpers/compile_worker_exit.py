@@ -17,6 +17,7 @@ import types
 import torch
 
 import flashinfer
+import nvfp4
 from flashinfer.jit import core as jit_core
 from torch._dynamo.backends.registry import lookup_backend
 
@@ -25,22 +26,11 @@ _flashinfer_capability = FP4_MODULE.get_compute_capability
 FP4_MODULE.get_compute_capability = (
     lambda device: (9, 0) if device.type == "cpu" else _flashinfer_capability(device))
 
-E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
-
-
 def cpu_fp4_quantize(input, global_scale, out_val, out_sf, sf_vec_size, sf_use_ue8m0,
                      is_sf_swizzled_layout, *rest):
     """The kernel's writes for NVFP4 in the linear scale layout (16-element blocks)."""
-    k = input.shape[-1]
-    blocks = input.reshape(-1, k // 16, 16).float()
-    scale = global_scale.float().reshape(())
-    sf = (scale * blocks.abs().amax(-1) / 6.0).to(torch.float8_e4m3fn)
-    sf_f = sf.float()
-    inv = torch.where(sf_f == 0, torch.zeros_like(sf_f), scale / sf_f)
-    scaled = (blocks * inv.unsqueeze(-1)).clamp(-6.0, 6.0)
-    code = (scaled.abs().unsqueeze(-1) - E2M1).abs().argmin(-1).to(torch.uint8)
-    code = (code | ((scaled < 0).to(torch.uint8) << 3)).reshape(*input.shape[:-1], k)
-    out_val.copy_(code[..., 0::2] | (code[..., 1::2] << 4))
+    packed, sf = nvfp4.quantize(input.reshape(-1, input.shape[-1]), global_scale)
+    out_val.copy_(packed.reshape(*input.shape[:-1], -1))
     out_sf[:sf.numel()].copy_(sf.reshape(-1).view(torch.uint8))
 
 
