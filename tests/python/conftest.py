@@ -28,10 +28,12 @@ CACHE = pathlib.Path(os.environ.get("DYNAFOLD_CACHE", pathlib.Path.home() / ".ca
 SHARED_PYTHON = os.environ.get("DYNAFOLD_SHARED_PYTHON") or os.path.realpath(sys.executable)
 STATIC_PYTHON = os.environ.get("DYNAFOLD_STATIC_PYTHON", "/usr/bin/python3.11")
 
-# Skips that may leave a test unproven without failing the run: none. A skip is a claim of the
+# Skips that may leave a test unproven without failing the run. A skip is a claim of the
 # README or docs/testing.md quietly not checked (a missing release, tool or interpreter), so it
 # fails the test; add a reason here only with docs/testing.md saying what is then not proven.
-ALLOWED_SKIPS = ()
+# The one: SGLang's CPU --enable-torch-compile server dying without dynafold as it did with it
+# (test_sglang_server.py), a fault outside dynafold that would otherwise fail the run.
+ALLOWED_SKIPS = ("server died without dynafold too",)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -75,7 +75,9 @@ def tiny(tmp_path_factory):
     for f in pathlib.Path(made["model"]).glob("*.json"):
         (no_weights / f.name).write_bytes(f.read_bytes())
     compile_env = dict(env, PYTHONPATH=f"{made['standin_amx']}:{FLASHINFER_DIR}",
-                       TORCH_LOGS=COMPILE_LOGS, TORCHINDUCTOR_CACHE_DIR=str(root / "inductor"))
+                       TORCH_LOGS=COMPILE_LOGS, TORCHINDUCTOR_CACHE_DIR=str(root / "inductor"),
+                       # A native crash in a compiled kernel then prints its Python stack.
+                       PYTHONFAULTHANDLER="1")
     return {"model": made["model"], "no_weights": str(no_weights), "env": env,
             "compile_env": compile_env, "root": root}
 
@@ -170,11 +172,19 @@ class ServerDied(Exception):
     """The server exited before it answered /health."""
 
 
+# Where the server died: SGLang's own report of a dead process (`Scheduler hit an exception:
+# Traceback ...`, mid-line), a native crash (faulthandler's `Fatal Python error`), else the
+# first traceback that is not one Dynamo's graph-break log quotes (TORCH_LOGS on the compiling
+# server; those lines start `[rank0]:I1203 ...]`, and CI's report showed one as the cause).
+DIED = re.compile(r"hit an exception: Traceback|^Fatal Python error"
+                  r"|^(?!\[rank\d+\]:)[^\n]*Traceback \(most recent call", re.MULTILINE)
+
+
 def first_traceback(stderr, size=6000):
-    """The server's first Python traceback (where it died; what follows is the launcher's
-    teardown), else the end of its stderr: pytest's repr of a long string keeps neither."""
-    start = stderr.find("Traceback (most recent call last)")
-    return stderr[start:start + size] if start >= 0 else stderr[-size:]
+    """Where the server died (what follows is the launcher's teardown), else the end of its
+    stderr: pytest's repr of a long string keeps neither."""
+    m = DIED.search(stderr)
+    return stderr[m.start():m.start() + size] if m else stderr[-size:]
 
 
 class Server:
@@ -186,9 +196,10 @@ class Server:
         self.report = tiny["root"] / f"report-{mode}{attempt}"
         if mode == "preload":
             self.report.mkdir(mode=0o700)  # `dynafold run` makes its own; by hand, the user does
-        if mode == "compile":  # under `dynafold run`
-            cmd, env = wrapped("dynafold", server_cmd(tiny["model"], self.port, "intel_amx")
-                               + COMPILE_FLAGS, tiny["compile_env"], self.report)
+        if mode in ("compile", "compile-plain"):  # under `dynafold run`, or without it
+            cmd, env = wrapped("dynafold" if mode == "compile" else "plain",
+                               server_cmd(tiny["model"], self.port, "intel_amx") + COMPILE_FLAGS,
+                               tiny["compile_env"], self.report)
         else:
             cmd, env = wrapped(mode, server_cmd(tiny["model"], self.port), tiny["env"], self.report)
         started = time.monotonic()
@@ -198,8 +209,11 @@ class Server:
         deadline = started + START
         while health(self.port) != 200:
             if self.proc.poll() is not None:
+                # The whole stderr is kept beside the report: the excerpt may not say enough.
+                kept = tiny["root"] / f"stderr-{mode}{attempt}.txt"
+                kept.write_text(self.proc.stderr)
                 raise ServerDied(f"{mode} server exited {self.proc.p.returncode} before /health "
-                                 "200:\n" + first_traceback(self.proc.stderr))
+                                 f"200 (stderr: {kept}):\n" + first_traceback(self.proc.stderr))
             if time.monotonic() >= deadline:
                 pytest.fail(f"{mode} server: no /health 200 in {START} s:\n"
                             + first_traceback(self.proc.stderr), pytrace=False)
@@ -265,15 +279,23 @@ def servers(tiny):
             except ServerDied as died:
                 if mode != "compile":
                     pytest.fail(str(died), pytrace=False)
-                # Once in ~10 CI runs on the 2-core machine the compiling server died 7 s into
-                # its first compile (status 137: SGLang's launcher kills its tree when the
-                # scheduler fails), never by hand in 5 runs. What killed it is kept in the
-                # warnings summary; a second death fails the test.
+                # Now and then on CI's 2-core machine the compiling server died 7 s into its
+                # first compile (status 137: SGLang's launcher kills its tree when the
+                # scheduler fails), twice in a row once; never in 10 runs by hand. What killed
+                # it is kept in the warnings summary. A second death is put to SGLang without
+                # dynafold: if that server dies the same way, the fault is not dynafold's and
+                # the test is skipped with all three reasons; if it lives, the test fails.
                 warnings.warn(f"first start: {died}", stacklevel=1)
                 try:
                     made[mode] = Server(mode, tiny, sessions, attempt="-again")
                 except ServerDied as again:
-                    pytest.fail(str(again), pytrace=False)
+                    try:
+                        Server("compile-plain", tiny, sessions).stop()
+                    except ServerDied as plain:
+                        pytest.skip(f"SGLang's --enable-torch-compile server died without "
+                                    f"dynafold too:\n{plain}\nwith dynafold:\n{died}\n{again}")
+                    pytest.fail(f"{again}\n(without dynafold the same server started)",
+                                pytrace=False)
             made[mode].stop()
         return made[mode]
     try:
