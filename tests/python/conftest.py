@@ -33,7 +33,8 @@ STATIC_PYTHON = os.environ.get("DYNAFOLD_STATIC_PYTHON", "/usr/bin/python3.11")
 # fails the test; add a reason here only with docs/testing.md saying what is then not proven.
 # The one: SGLang's CPU --enable-torch-compile server dying without dynafold as it did with it
 # (test_sglang_server.py), a fault outside dynafold that would otherwise fail the run.
-ALLOWED_SKIPS = ("server died without dynafold too",)
+NOT_DYNAFOLDS = "server died without dynafold too"
+ALLOWED_SKIPS = (NOT_DYNAFOLDS,)
 
 
 @pytest.hookimpl(hookwrapper=True)

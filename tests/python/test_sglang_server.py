@@ -31,7 +31,8 @@ import warnings
 
 import pytest
 
-from conftest import DYNAFOLD, PRELOAD, Proc, alive, clean_env, result_of, run, signals_as
+from conftest import (DYNAFOLD, NOT_DYNAFOLDS, PRELOAD, Proc, alive, clean_env, result_of, run,
+                      signals_as)
 from test_fold import BASE_PATH, release_text, toolkit
 from test_sglang import FLASHINFER_DIR, SGLANG_PYTHON
 
@@ -210,10 +211,12 @@ class Server:
         while health(self.port) != 200:
             if self.proc.poll() is not None:
                 # The whole stderr is kept beside the report: the excerpt may not say enough.
+                # Read once: the drain threads may still be adding to it.
+                stderr = self.proc.stderr
                 kept = tiny["root"] / f"stderr-{mode}{attempt}.txt"
-                kept.write_text(self.proc.stderr)
+                kept.write_text(stderr)
                 raise ServerDied(f"{mode} server exited {self.proc.p.returncode} before /health "
-                                 f"200 (stderr: {kept}):\n" + first_traceback(self.proc.stderr))
+                                 f"200 (stderr: {kept}):\n" + first_traceback(stderr))
             if time.monotonic() >= deadline:
                 pytest.fail(f"{mode} server: no /health 200 in {START} s:\n"
                             + first_traceback(self.proc.stderr), pytrace=False)
@@ -283,8 +286,8 @@ def servers(tiny):
                 # first compile (status 137: SGLang's launcher kills its tree when the
                 # scheduler fails), twice in a row once; never in 10 runs by hand. What killed
                 # it is kept in the warnings summary. A second death is put to SGLang without
-                # dynafold: if that server dies the same way, the fault is not dynafold's and
-                # the test is skipped with all three reasons; if it lives, the test fails.
+                # dynafold: if that server dies too, the fault is not dynafold's and the test
+                # is skipped with all three reasons; if it comes up, the test fails.
                 warnings.warn(f"first start: {died}", stacklevel=1)
                 try:
                     made[mode] = Server(mode, tiny, sessions, attempt="-again")
@@ -292,8 +295,8 @@ def servers(tiny):
                     try:
                         Server("compile-plain", tiny, sessions).stop()
                     except ServerDied as plain:
-                        pytest.skip(f"SGLang's --enable-torch-compile server died without "
-                                    f"dynafold too:\n{plain}\nwith dynafold:\n{died}\n{again}")
+                        pytest.skip(f"SGLang's --enable-torch-compile {NOT_DYNAFOLDS}:\n"
+                                    f"{plain}\nwith dynafold:\n{died}\n{again}")
                     pytest.fail(f"{again}\n(without dynafold the same server started)",
                                 pytrace=False)
             made[mode].stop()
