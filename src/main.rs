@@ -57,22 +57,20 @@ enum Command {
     /// the unified diff, the folded values and where they came from.
     Rewrite {
         /// The FlashInfer source file, e.g. .../site-packages/flashinfer/jit/cpp_ext.py.
-        #[arg(
-            value_name = "FILE",
-            required_unless_present = "diff",
-            conflicts_with = "diff"
-        )]
-        file: Option<PathBuf>,
-        /// The file, the older spelling (`rewrite --diff FILE`).
-        #[arg(long, value_name = "FILE", hide = true)]
-        diff: Option<PathBuf>,
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// The older spelling, `rewrite --diff FILE`: accepted, and changes nothing (the diff
+        /// is what `rewrite` prints). A flag, not an option taking FILE, so that FILE stays
+        /// the one required argument `--help` shows.
+        #[arg(long, hide = true)]
+        diff: bool,
         /// The file's dotted module name, e.g. flashinfer.jit.cpp_ext (default: from the path,
         /// from its last `flashinfer` folder on).
         #[arg(long)]
         module: Option<String>,
-        /// Fold to this CUDA version instead of resolving it.
-        #[arg(long, env = "DYNAFOLD_CUDA_VERSION", value_parser = parse_version)]
-        cuda_version: Option<CudaVersion>,
+        /// Fold to this CUDA version (MAJOR.MINOR) instead of resolving it.
+        #[arg(long, env = "DYNAFOLD_CUDA_VERSION", value_name = "MAJOR.MINOR", value_parser = setting::cuda_version)]
+        cuda_version: Option<Checked<CudaVersion>>,
         /// Folders searched for torch (to read torch.version.cuda without importing it).
         #[arg(long = "site-dir")]
         site_dirs: Vec<PathBuf>,
@@ -136,10 +134,6 @@ struct RunArgs {
 /// The yes/no options, which take their value after `=` only.
 const YES_NO_OPTIONS: [&str; 3] = ["--fp4-opaque", "--ops", "--disable"];
 
-fn parse_version(s: &str) -> Result<CudaVersion, String> {
-    CudaVersion::parse_override(s)
-}
-
 fn parse_target(s: &str) -> Result<(String, PathBuf), String> {
     s.split_once('=')
         .map(|(m, f)| (m.to_owned(), PathBuf::from(f)))
@@ -192,23 +186,25 @@ fn main() {
         }),
         Command::Rewrite {
             file,
-            diff,
+            diff: _,
             module,
             cuda_version,
             site_dirs,
-        } => match file.or(diff) {
-            Some(file) => cli::rewrite::run(
-                &file,
-                module.as_deref(),
-                cuda_version,
-                &site_dirs,
-                dynafold_core::config::nvcc_timeout(),
-            )
-            .map(|out| {
-                print!("{out}");
-                0
+        } => match matches.subcommand_matches("rewrite") {
+            Some(m) => rewrite_override(cuda_version, m).and_then(|version| {
+                cli::rewrite::run(
+                    &file,
+                    module.as_deref(),
+                    version,
+                    &site_dirs,
+                    dynafold_core::config::nvcc_timeout(),
+                )
+                .map(|out| {
+                    print!("{out}");
+                    0
+                })
             }),
-            None => Err("rewrite: no FILE given".into()),
+            None => Err("internal: no matches for rewrite".into()),
         },
         Command::BenchRewrite {
             iterations,
@@ -225,6 +221,31 @@ fn main() {
             std::process::exit(cli::run::EXIT_OWN_ERROR);
         }
     }
+}
+
+/// `rewrite`'s CUDA version, read as `run` reads it: a bad `--cuda-version` is refused, a bad
+/// `DYNAFOLD_CUDA_VERSION` is one warning and the default (what every process does with it),
+/// an empty one is unset. The folded values name where the version was given.
+fn rewrite_override(
+    checked: Option<Checked<CudaVersion>>,
+    m: &ArgMatches,
+) -> Result<Option<cli::rewrite::Override>, String> {
+    let Some(checked) = checked else {
+        return Ok(None);
+    };
+    let given_as = source(m, "cuda_version");
+    let Resolved { value, warning } =
+        setting::resolve(checked, "DYNAFOLD_CUDA_VERSION", "cuda-version", given_as)?;
+    if let Some(w) = warning {
+        eprintln!("dynafold: {w}");
+    }
+    Ok(value.map(|version| cli::rewrite::Override {
+        version,
+        given_as: match given_as {
+            Source::CommandLine => "--cuda-version",
+            Source::Variable => "DYNAFOLD_CUDA_VERSION",
+        },
+    }))
 }
 
 /// Where clap found the option `id`.

@@ -619,7 +619,8 @@ fn dry_run(r: &mut Report, fi_dir: &Path, resolver: &Resolver) {
                     "nothing to fold (no CUDA version check in this file)",
                 );
             }
-            Err(rewrite::Skip(why, _)) => {
+            Err(skip) => {
+                let why = skip.why(module);
                 r.line(module, &format!("loaded unchanged: {why}"));
                 let fix = if module == "flashinfer.jit.cpp_ext" {
                     "make the CUDA version knowable: set CUDA_HOME to a toolkit with bin/nvcc, or DYNAFOLD_CUDA_VERSION=MAJOR.MINOR".to_owned()
