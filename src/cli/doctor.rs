@@ -47,15 +47,35 @@ struct Problem {
 #[derive(Default)]
 struct Report {
     text: String,
+    /// The current section's lines, written when it ends: its label column is as wide as its
+    /// longest label, so a long module name does not push its value out of line.
+    rows: Vec<(String, String)>,
     problems: Vec<Problem>,
 }
 
 impl Report {
     fn section(&mut self, title: &str) {
+        self.flush();
         self.text.push_str(&format!("\n{title}\n"));
     }
     fn line(&mut self, label: &str, value: &str) {
-        self.text.push_str(&format!("  {label:<40} {value}\n"));
+        self.rows.push((label.to_owned(), value.to_owned()));
+    }
+    /// Text that is not a `label  value` line (the `--ops` table), after the pending lines.
+    fn raw(&mut self, text: &str) {
+        self.flush();
+        self.text.push_str(text);
+    }
+    fn flush(&mut self) {
+        let width = self
+            .rows
+            .iter()
+            .map(|(label, _)| label.chars().count())
+            .max()
+            .unwrap_or(0);
+        for (label, value) in self.rows.drain(..) {
+            self.text.push_str(&format!("  {label:<width$} {value}\n"));
+        }
     }
     fn problem(&mut self, what: impl Into<String>, fix: impl Into<String>) {
         self.problems.push(Problem {
@@ -169,6 +189,7 @@ pub fn run(opts: &DoctorOptions) -> (String, i32) {
     if opts.ops {
         api_table(&mut r, release.as_deref(), opts.status.as_deref());
     }
+    r.flush();
     let mut out = r.text;
     out.push('\n');
     if r.problems.is_empty() {
@@ -793,18 +814,25 @@ fn api_table(r: &mut Report, release: Option<&str>, status: Option<&str>) {
         return;
     };
     r.line(&format!("{n} public tensor ops"), &totals);
-    r.text.push_str(&format!("  {}\n", api_table::LEGEND));
+    let mut table = format!("  {}\n", api_table::LEGEND);
+    // One name column for the whole table, as wide as its longest name.
+    let width = rows
+        .iter()
+        .map(|r| r.name.chars().count())
+        .max()
+        .unwrap_or(0);
     let mut current = "";
     for (i, row) in rows.iter().enumerate() {
         if row.status != current {
             current = &row.status;
             let count = rows[i..].iter().take_while(|r| r.status == current).count();
-            r.text.push_str(&format!("\n  {current} ({count})\n"));
+            table.push_str(&format!("\n  {current} ({count})\n"));
         }
-        let line = format!("    {:<48} {}", row.name, row.detail);
-        r.text.push_str(&cut(&line, ROW_WIDTH));
-        r.text.push('\n');
+        let line = format!("    {:<width$} {}", row.name, row.detail);
+        table.push_str(&cut(&line, ROW_WIDTH));
+        table.push('\n');
     }
+    r.raw(&table);
 }
 
 /// The widest `--ops` row; longer ones end in "...".
@@ -971,6 +999,25 @@ mod tests {
             ("DYNAFOLD_LIB", "/x/libdynafold.so"),
         ];
         assert_eq!(problems(&fine), Vec::<String>::new());
+    }
+
+    /// A section's values start in one column, however long its longest label.
+    #[test]
+    fn a_long_label_keeps_its_section_in_line() {
+        let mut r = Report::default();
+        r.section("S");
+        r.line("short", "a");
+        r.line(
+            "flashinfer.fused_moe.cute_dsl.blockscaled_contiguous_gather",
+            "b",
+        );
+        r.section("T");
+        r.line("x", "c");
+        r.flush();
+        let column = |l: &str| l.rfind(' ').map(|i| i + 1);
+        let lines: Vec<&str> = r.text.lines().filter(|l| l.starts_with("  ")).collect();
+        assert_eq!(column(lines[0]), column(lines[1]), "{}", r.text);
+        assert_eq!(lines[2], "  x c");
     }
 
     #[test]
