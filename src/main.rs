@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use dynafold_core::cli;
-use dynafold_core::cli::setting::{self, Checked, Resolved, Source};
+use dynafold_core::cli::setting::{self, Checked, OptionalPath, Resolved, Source};
 use dynafold_core::config;
 use dynafold_core::cuda::CudaVersion;
 
@@ -32,8 +32,8 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         python: Option<PathBuf>,
         /// The preload library to check (default: beside this binary).
-        #[arg(long, env = "DYNAFOLD_LIB", value_name = "PATH")]
-        lib: Option<PathBuf>,
+        #[arg(long, env = "DYNAFOLD_LIB", value_name = "PATH", value_parser = setting::path)]
+        lib: Option<OptionalPath>,
         /// Also print the installed FlashInfer release's public-API table: each public tensor
         /// op's status under torch.compile(fullgraph=True), grouped by status.
         #[arg(long)]
@@ -101,11 +101,11 @@ struct RunArgs {
     nvcc_timeout: Option<Checked<u64>>,
     /// Write per-process graph-break reports into a fresh run folder here and print the
     /// merged summary at the end.
-    #[arg(long, env = "DYNAFOLD_REPORT_DIR", value_name = "DIR")]
-    report_dir: Option<PathBuf>,
+    #[arg(long, env = "DYNAFOLD_REPORT_DIR", value_name = "DIR", value_parser = setting::path)]
+    report_dir: Option<OptionalPath>,
     /// Folder for dynafold's own bytecode cache (made absolute for the children).
-    #[arg(long, env = "DYNAFOLD_CACHE_DIR", value_name = "DIR")]
-    cache_dir: Option<PathBuf>,
+    #[arg(long, env = "DYNAFOLD_CACHE_DIR", value_name = "DIR", value_parser = setting::path)]
+    cache_dir: Option<OptionalPath>,
     /// Make flashinfer.fp4_quantize's kernel traceable (=false: leave it as shipped).
     #[arg(long, env = "DYNAFOLD_FP4_OPAQUE", value_name = "YES/NO", num_args = 0..=1,
           require_equals = true, default_missing_value = "1", value_parser = setting::yes_no)]
@@ -119,8 +119,8 @@ struct RunArgs {
           require_equals = true, default_missing_value = "1", value_parser = setting::yes_no)]
     disable: Option<Checked<bool>>,
     /// The preload library to use (default: beside this binary).
-    #[arg(long, env = "DYNAFOLD_LIB", value_name = "PATH")]
-    lib: Option<PathBuf>,
+    #[arg(long, env = "DYNAFOLD_LIB", value_name = "PATH", value_parser = setting::path)]
+    lib: Option<OptionalPath>,
     /// The command and its arguments (`--` before it is optional).
     #[arg(
         required = true,
@@ -169,7 +169,7 @@ fn main() {
             use std::io::IsTerminal;
             let (out, code) = cli::doctor::run(&cli::doctor::DoctorOptions {
                 python,
-                lib,
+                lib: lib.and_then(|l| l.0),
                 ops,
                 status,
                 json,
@@ -362,11 +362,11 @@ fn run(args: Box<RunArgs>, m: &ArgMatches) -> Result<i32, String> {
         args.disable.map(as_text),
     )?;
     // The libraries ignore relative folders (they would move with chdir): resolve them here.
-    let report_dir = match args.report_dir {
+    let report_dir = match args.report_dir.and_then(|d| d.0) {
         Some(d) => Some(std::path::absolute(&d).map_err(|e| format!("report folder: {e}"))?),
         None => None,
     };
-    if let Some(d) = args.cache_dir {
+    if let Some(d) = args.cache_dir.and_then(|d| d.0) {
         let d = std::path::absolute(&d).map_err(|e| format!("cache folder: {e}"))?;
         // A file there would make every process warn and cache nothing: said once, dropped.
         match config::warning("DYNAFOLD_CACHE_DIR", &d.to_string_lossy()) {
@@ -388,7 +388,7 @@ fn run(args: Box<RunArgs>, m: &ArgMatches) -> Result<i32, String> {
         env,
         unset,
         report_dir,
-        lib: args.lib,
+        lib: args.lib.and_then(|l| l.0),
     };
     cli::run::run(&args.command, &opts)
 }

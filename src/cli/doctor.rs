@@ -243,6 +243,11 @@ fn check_settings(r: &mut Report, env: &[(String, String)]) {
     set.sort();
     r.section("Settings (DYNAFOLD_* variables)");
     for (name, raw) in set {
+        // As every process reads it: set to nothing is not set (neither relative nor ignored).
+        if raw.is_empty() && config::variable(name).is_some() {
+            r.line(name, "\"\": empty, read as unset");
+            continue;
+        }
         let Some(variable) = config::variable(name) else {
             if cfg!(feature = "test-fault") && name == "DYNAFOLD_TEST_FAULT" {
                 r.line(name, &format!("{raw:?} (fault injection, a test build)"));
@@ -509,10 +514,14 @@ fn cuda_sources(r: &mut Report, torch_dir: Option<&Path>, timeout: Duration) -> 
             r.line("DYNAFOLD_CUDA_VERSION", "(unset)");
             None
         }
-        Ok(v) => match CudaVersion::parse_override(&v) {
-            Ok(version) => {
+        Ok(v) => match config::parse_cuda_version(&v) {
+            Ok(Some(version)) => {
                 r.line("DYNAFOLD_CUDA_VERSION", &format!("{v} (overrides nvcc)"));
                 Some(version)
+            }
+            Ok(None) => {
+                r.line("DYNAFOLD_CUDA_VERSION", "(empty: unset)");
+                None
             }
             // A problem of the settings (check_settings), said there.
             Err(why) => {
@@ -932,7 +941,7 @@ fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<Output, Stri
 
 #[cfg(test)]
 mod tests {
-    use super::{check_settings, release_of, Report};
+    use super::{check_settings, config, release_of, Report};
 
     fn problems(vars: &[(&str, &str)]) -> Vec<String> {
         let env: Vec<(String, String)> = vars
@@ -999,6 +1008,27 @@ mod tests {
             ("DYNAFOLD_LIB", "/x/libdynafold.so"),
         ];
         assert_eq!(problems(&fine), Vec::<String>::new());
+    }
+
+    /// An empty variable is an unset one, as every process reads it: shown so, no problem.
+    #[test]
+    fn an_empty_setting_is_unset() {
+        let env: Vec<(String, String)> = config::VARIABLES
+            .iter()
+            .map(|v| (v.name.to_owned(), String::new()))
+            .collect();
+        let mut r = Report::default();
+        check_settings(&mut r, &env);
+        r.flush();
+        assert!(r.problems.is_empty());
+        for v in config::VARIABLES {
+            let line = r.text.lines().find(|l| l.trim_start().starts_with(v.name));
+            assert!(
+                line.is_some_and(|l| l.ends_with("\"\": empty, read as unset")),
+                "{}",
+                r.text
+            );
+        }
     }
 
     /// A section's values start in one column, however long its longest label.

@@ -202,6 +202,21 @@ def test_progress_on_a_terminal_after_a_second(tmp_path):
     assert b"dynafold doctor: " not in p.stdout.replace(b"dynafold doctor\n", b"")
 
 
+def test_empty_variables_are_unset():
+    """Issue 41, item 1: an empty variable is an unset one. DYNAFOLD_LIB= made doctor exit 125
+    ("a value is required for '--lib <PATH>'"); DYNAFOLD_REPORT_DIR= was shown as relative and
+    DYNAFOLD_CUDA_VERSION= as ignored. The one problem left is the missing Python."""
+    empty = {v: "" for v in ("DYNAFOLD_LIB", "DYNAFOLD_REPORT_DIR", "DYNAFOLD_CACHE_DIR",
+                              "DYNAFOLD_CUDA_VERSION", "DYNAFOLD_DISABLE")}
+    code, out, err = doctor("--python", "/nonexistent/bin/python3", **empty)
+    assert code == 1 and len(problems(out)) == 1 and "/nonexistent" in problems(out)[0], out + err
+    for var in empty:
+        shown = [" ".join(line.split()) for line in out.splitlines() if line.strip().startswith(var + " ")]
+        assert f'{var} "": empty, read as unset' in shown, (var, shown)
+    assert "DYNAFOLD_CUDA_VERSION (empty: unset)" in [" ".join(line.split()) for line in out.splitlines()], out
+    assert "relative" not in out and "ignored" not in out, out
+
+
 @pytest.mark.parametrize("release", ["0.6.3", "0.6.7.post3"])
 def test_a_reason_is_not_cut_mid_sentence(cuda_home, release):
     """Issue 41, item 9: a declaration's reason was cut at 80 characters

@@ -545,3 +545,12 @@ def test_a_cache_folder_that_is_a_file_warns(dynafold, tmp_path, how):
     line = one_error_line(r)
     assert str(f) in line and "not a folder" in line, line
     assert "DYNAFOLD_CACHE_DIR" not in dict(eval(lines(r, "VARS")[0])), r.stdout
+
+
+@pytest.mark.parametrize("var", ["DYNAFOLD_LIB", "DYNAFOLD_REPORT_DIR", "DYNAFOLD_CACHE_DIR"])
+def test_an_empty_path_variable_is_unset(dynafold, var):
+    """Issue 41, item 1: not "a value is required for '--lib <PATH>'" (exit 125), naming an
+    option nobody passed: the run goes on as without the variable."""
+    r = run([dynafold, "run", "--", PY, "-c", PROBE], clean_env(**{var: ""}))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr.decode()
+    assert lines(r, "FIRST") == ["DynafoldFinder"]
