@@ -306,6 +306,11 @@ fn run_options() -> Vec<String> {
 
 fn run(args: Box<RunArgs>, m: &ArgMatches) -> Result<i32, String> {
     check_command_start(&args.command)?;
+    // Said in the summary: a disabled run watched nothing, which is not "no graph breaks".
+    let disabled = matches!(
+        args.disable.as_ref().map(|c| &c.parsed),
+        Some(Ok(Some(true)))
+    );
     let mut env: Vec<(&'static str, OsString)> = Vec::new();
     let mut unset: Vec<&'static str> = Vec::new();
     // One checked option: its value to pass on, or its bad variable taken out, said once.
@@ -389,6 +394,7 @@ fn run(args: Box<RunArgs>, m: &ArgMatches) -> Result<i32, String> {
         unset,
         report_dir,
         lib: args.lib.and_then(|l| l.0),
+        disabled,
     };
     cli::run::run(&args.command, &opts)
 }
