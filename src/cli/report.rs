@@ -12,13 +12,22 @@ pub struct Output {
     pub code: i32,
 }
 
-/// The merged report; a folder that cannot be listed is a one-line error. Reading no report
-/// at all exits 1, so a script cannot mistake a wrong folder, a folder of junk or a run
-/// dynafold was disabled for, for a run without breaks; a run folder of `dynafold run` with
-/// no file is that run's answer: no process loaded Dynamo, so none could break.
+/// The merged report. Reading no report at all exits 1, so a script cannot mistake a wrong
+/// folder, a missing one, a folder of junk or a run dynafold was disabled for, for a run
+/// without breaks; a run folder of `dynafold run` with no file is that run's answer: no
+/// process loaded Dynamo, so none could break.
 pub fn run(dir: &Path, json: bool) -> Result<Output, String> {
-    let merged =
-        merge_newest_run(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let merged = match merge_newest_run(dir) {
+        Ok(m) => m,
+        // Not one of dynafold's own errors (125): nothing was read, as docs/usage.md says.
+        Err(e) => {
+            return Ok(Output {
+                stderr: format!("dynafold: cannot read {}: {e}\n", dir.display()),
+                code: 1,
+                ..Output::default()
+            })
+        }
+    };
     let nothing_read = merged.files.is_empty()
         && (merged.run.is_none() || !merged.skipped.is_empty() || merged.disabled);
     let mut out = Output {
@@ -67,7 +76,13 @@ mod tests {
 
     #[test]
     fn missing_dir_is_an_error_and_empty_dir_says_so_on_stderr() {
-        assert!(run(Path::new("/nonexistent/dynafold"), false).is_err());
+        let out = run(Path::new("/nonexistent/dynafold"), false).unwrap();
+        assert_eq!((out.stdout.as_str(), out.code), ("", 1));
+        assert!(
+            out.stderr
+                .starts_with("dynafold: cannot read /nonexistent/dynafold: "),
+            "{out:?}"
+        );
         let dir = tempfile::tempdir().unwrap();
         let out = run(dir.path(), false).unwrap();
         assert!(out.stderr.contains("no report files"), "{out:?}");

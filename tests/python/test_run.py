@@ -575,3 +575,12 @@ def test_a_disabled_run_with_a_report_folder_says_it_was_disabled(dynafold, tmp_
     r = run([dynafold, "run", "--report-dir", str(rep), "--", PY, "-c", "pass"],
             clean_env(DYNAFOLD_DISABLE="1"))
     assert "dynafold was disabled for this run" in r.stderr.decode(), r.stderr.decode()
+
+
+def test_report_on_a_missing_folder_read_nothing(dynafold, tmp_path):
+    """Issue 41, item 5: exit 1, as docs/usage.md gives for reading no report at all (it was
+    125, dynafold's own error), with one line on stderr."""
+    for args in ([], ["--json"]):
+        r = run([dynafold, "report", *args, str(tmp_path / "nope")], clean_env())
+        assert r.returncode == 1 and r.stdout == b"", r
+        assert f"cannot read {tmp_path / 'nope'}" in one_error_line(r)
