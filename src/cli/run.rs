@@ -90,9 +90,15 @@ pub fn find_preload(explicit: Option<&Path>) -> Result<PathBuf, String> {
 }
 
 /// `pip install` puts this binary in `PREFIX/bin` and the libraries in the `dynafold` package
-/// under `PREFIX/lib/pythonX.Y/site-packages` (venv, `--user` and `--prefix` alike).
+/// under `PREFIX/lib/pythonX.Y/site-packages` (venv, `--user` and `--prefix` alike);
+/// `pip install --target DIR` puts them in `DIR/bin` and `DIR/dynafold`.
 fn installed_package(exe: &Path) -> Option<PathBuf> {
-    let lib = exe.parent()?.parent()?.join("lib");
+    let prefix = exe.parent()?.parent()?;
+    let target = prefix.join("dynafold").join(PRELOAD_LIB);
+    if target.is_file() {
+        return Some(target);
+    }
+    let lib = prefix.join("lib");
     let mut found: Vec<PathBuf> = std::fs::read_dir(lib)
         .ok()?
         .filter_map(|e| e.ok())
