@@ -3,13 +3,68 @@ compared with real output, a claim about the built files with the files, a figur
 docs/evidence.md says was done. A README change that the tool does not bear out fails here."""
 import re
 import subprocess
+import sys
 
-from conftest import PRELOAD, ROOT
+from conftest import DYNAFOLD, PRELOAD, ROOT, clean_env, run
+from test_fold import flashinfer_path
 
 README = ROOT / "README.md"
 # glibc's own libraries (before 2.34 libpthread and libdl were separate files); its loader,
 # ld-linux, is told apart by name.
 GLIBC = {"libc.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1", "libm.so.6"}
+# The README's doctor sample: a fake nvcc under this CUDA_HOME, FlashInfer 0.7.4, the main
+# test environment's torch (its site-packages shown as a venv's would be).
+SAMPLE_CUDA_HOME = "/opt/cuda-12.8"
+SAMPLE_SITE = ".venv/lib/python3.11/site-packages"
+SAMPLE_RELEASE = "0.7.4"
+
+
+def readme_section(title):
+    return README.read_text().split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def sections(text):
+    """{title: [line, ...]} of a doctor report: a title is a line that starts in column 0,
+    its lines those indented under it, each with its runs of spaces made one."""
+    out, current = {}, None
+    for line in text.splitlines():
+        if line and not line.startswith(" "):
+            current = out.setdefault(line, [])
+        elif line.strip() and current is not None:
+            current.append(" ".join(line.split()))
+    return out
+
+
+def test_the_doctor_sample_is_what_doctor_prints(tmp_path):
+    """Issue 41, item 6: the README's sample is real output of this dynafold. Each section it
+    shows is one doctor prints, in doctor's order, with doctor's lines: all of them, in order,
+    or, where the sample ends a section with `...`, some of them, in order. Only the fake
+    toolkit's folder, torch's site-packages and the library's path are written as a user's
+    would read them."""
+    cuda = tmp_path / "cuda"
+    (cuda / "bin").mkdir(parents=True)
+    (cuda / "bin" / "nvcc").write_text('#!/bin/sh\necho "Cuda compilation tools, release 12.8, V12.8.93"\n')
+    (cuda / "bin" / "nvcc").chmod(0o755)
+    env = clean_env(PATH="/usr/bin:/bin", CUDA_HOME=str(cuda), PYTHONPATH=flashinfer_path(SAMPLE_RELEASE))
+    env.pop("CUDA_PATH", None)
+    r = run([str(DYNAFOLD), "doctor", "--python", sys.executable], env, timeout=300)
+    real = r.stdout.decode()
+    assert r.returncode == 0, real + r.stderr.decode()
+    torch_site = subprocess.run([sys.executable, "-c", "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))"],
+                                capture_output=True, timeout=120).stdout.decode().strip()
+    real = (real.replace(str(cuda), SAMPLE_CUDA_HOME).replace(torch_site, SAMPLE_SITE)
+            .replace(str(PRELOAD.resolve()), f"{SAMPLE_SITE}/dynafold/libdynafold.so"))
+    block = re.search(r"\n```\n(.*?)```\n", readme_section("`dynafold doctor`"), re.S)
+    assert block, "the README's doctor section has no sample"
+    shown, printed = sections(block.group(1)), sections(real)
+    assert list(shown) == [t for t in printed if t in shown], (list(shown), list(printed))
+    for title, lines in shown.items():
+        if lines[-1:] == ["..."]:
+            left = iter(printed[title])
+            agree = all(any(line == real_line for real_line in left) for line in lines[:-1])
+        else:
+            agree = lines == printed[title]
+        assert agree, f"README sample, {title}:\n" + "\n".join(f"  {line}" for line in printed[title])
 
 
 def needed(path):
