@@ -83,3 +83,18 @@ def test_the_readme_names_what_the_preload_library_needs():
     for name in outside:
         assert f"`{name}`" in row, (name, row)
     assert "libc only" not in row, row
+
+
+def test_no_performance_figure_times_fp4_work_the_h200_did_not_do():
+    """Issue 41, item 10: on the H200 FlashInfer's fp4 kernel writes nothing (docs/evidence.md),
+    so a ratio timed there is not an FP4 speed-up: every figure measured there with the fp4
+    kernel in it says so in its own row."""
+    assert "writes nothing on an H200" in " ".join((ROOT / "docs" / "evidence.md").read_text().split())
+    tables = {"README.md": readme_section("Performance"),
+              "docs/performance.md": (ROOT / "docs" / "performance.md").read_text()}
+    rows = [(name, line) for name, text in tables.items() for line in text.splitlines()
+            if line.startswith("|") and "H200" in line and "fp4 block" in line.lower()]
+    assert rows, "no FP4 row on the H200: the test reads the wrong tables"
+    for name, row in rows:
+        assert "writes nothing" in row and "overhead" in row, f"{name}: {row}"
+        assert "**" not in row.split("|")[2], f"{name}: the figure is set in bold as a win: {row}"
