@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use dynafold_core::cli;
-use dynafold_core::cli::setting::{self, Checked, Resolved, Source};
+use dynafold_core::cli::setting::{self, Checked, OptionalPath, Resolved, Source};
 use dynafold_core::config;
 use dynafold_core::cuda::CudaVersion;
 
@@ -32,8 +32,8 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         python: Option<PathBuf>,
         /// The preload library to check (default: beside this binary).
-        #[arg(long, env = "DYNAFOLD_LIB", value_name = "PATH")]
-        lib: Option<PathBuf>,
+        #[arg(long, env = "DYNAFOLD_LIB", value_name = "PATH", value_parser = setting::path)]
+        lib: Option<OptionalPath>,
         /// Also print the installed FlashInfer release's public-API table: each public tensor
         /// op's status under torch.compile(fullgraph=True), grouped by status.
         #[arg(long)]
@@ -57,22 +57,20 @@ enum Command {
     /// the unified diff, the folded values and where they came from.
     Rewrite {
         /// The FlashInfer source file, e.g. .../site-packages/flashinfer/jit/cpp_ext.py.
-        #[arg(
-            value_name = "FILE",
-            required_unless_present = "diff",
-            conflicts_with = "diff"
-        )]
-        file: Option<PathBuf>,
-        /// The file, the older spelling (`rewrite --diff FILE`).
-        #[arg(long, value_name = "FILE", hide = true)]
-        diff: Option<PathBuf>,
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// The older spelling, `rewrite --diff FILE`: accepted, and changes nothing (the diff
+        /// is what `rewrite` prints). A flag, not an option taking FILE, so that FILE stays
+        /// the one required argument `--help` shows.
+        #[arg(long, hide = true)]
+        diff: bool,
         /// The file's dotted module name, e.g. flashinfer.jit.cpp_ext (default: from the path,
         /// from its last `flashinfer` folder on).
         #[arg(long)]
         module: Option<String>,
-        /// Fold to this CUDA version instead of resolving it.
-        #[arg(long, env = "DYNAFOLD_CUDA_VERSION", value_parser = parse_version)]
-        cuda_version: Option<CudaVersion>,
+        /// Fold to this CUDA version (MAJOR.MINOR) instead of resolving it.
+        #[arg(long, env = "DYNAFOLD_CUDA_VERSION", value_name = "MAJOR.MINOR", value_parser = setting::cuda_version)]
+        cuda_version: Option<Checked<CudaVersion>>,
         /// Folders searched for torch (to read torch.version.cuda without importing it).
         #[arg(long = "site-dir")]
         site_dirs: Vec<PathBuf>,
@@ -103,11 +101,11 @@ struct RunArgs {
     nvcc_timeout: Option<Checked<u64>>,
     /// Write per-process graph-break reports into a fresh run folder here and print the
     /// merged summary at the end.
-    #[arg(long, env = "DYNAFOLD_REPORT_DIR", value_name = "DIR")]
-    report_dir: Option<PathBuf>,
+    #[arg(long, env = "DYNAFOLD_REPORT_DIR", value_name = "DIR", value_parser = setting::path)]
+    report_dir: Option<OptionalPath>,
     /// Folder for dynafold's own bytecode cache (made absolute for the children).
-    #[arg(long, env = "DYNAFOLD_CACHE_DIR", value_name = "DIR")]
-    cache_dir: Option<PathBuf>,
+    #[arg(long, env = "DYNAFOLD_CACHE_DIR", value_name = "DIR", value_parser = setting::path)]
+    cache_dir: Option<OptionalPath>,
     /// Make flashinfer.fp4_quantize's kernel traceable (=false: leave it as shipped).
     #[arg(long, env = "DYNAFOLD_FP4_OPAQUE", value_name = "YES/NO", num_args = 0..=1,
           require_equals = true, default_missing_value = "1", value_parser = setting::yes_no)]
@@ -121,8 +119,8 @@ struct RunArgs {
           require_equals = true, default_missing_value = "1", value_parser = setting::yes_no)]
     disable: Option<Checked<bool>>,
     /// The preload library to use (default: beside this binary).
-    #[arg(long, env = "DYNAFOLD_LIB", value_name = "PATH")]
-    lib: Option<PathBuf>,
+    #[arg(long, env = "DYNAFOLD_LIB", value_name = "PATH", value_parser = setting::path)]
+    lib: Option<OptionalPath>,
     /// The command and its arguments (`--` before it is optional).
     #[arg(
         required = true,
@@ -135,10 +133,6 @@ struct RunArgs {
 
 /// The yes/no options, which take their value after `=` only.
 const YES_NO_OPTIONS: [&str; 3] = ["--fp4-opaque", "--ops", "--disable"];
-
-fn parse_version(s: &str) -> Result<CudaVersion, String> {
-    CudaVersion::parse_override(s)
-}
 
 fn parse_target(s: &str) -> Result<(String, PathBuf), String> {
     s.split_once('=')
@@ -175,7 +169,7 @@ fn main() {
             use std::io::IsTerminal;
             let (out, code) = cli::doctor::run(&cli::doctor::DoctorOptions {
                 python,
-                lib,
+                lib: lib.and_then(|l| l.0),
                 ops,
                 status,
                 json,
@@ -192,23 +186,25 @@ fn main() {
         }),
         Command::Rewrite {
             file,
-            diff,
+            diff: _,
             module,
             cuda_version,
             site_dirs,
-        } => match file.or(diff) {
-            Some(file) => cli::rewrite::run(
-                &file,
-                module.as_deref(),
-                cuda_version,
-                &site_dirs,
-                dynafold_core::config::nvcc_timeout(),
-            )
-            .map(|out| {
-                print!("{out}");
-                0
+        } => match matches.subcommand_matches("rewrite") {
+            Some(m) => rewrite_override(cuda_version, m).and_then(|version| {
+                cli::rewrite::run(
+                    &file,
+                    module.as_deref(),
+                    version,
+                    &site_dirs,
+                    dynafold_core::config::nvcc_timeout(),
+                )
+                .map(|out| {
+                    print!("{out}");
+                    0
+                })
             }),
-            None => Err("rewrite: no FILE given".into()),
+            None => Err("internal: no matches for rewrite".into()),
         },
         Command::BenchRewrite {
             iterations,
@@ -225,6 +221,31 @@ fn main() {
             std::process::exit(cli::run::EXIT_OWN_ERROR);
         }
     }
+}
+
+/// `rewrite`'s CUDA version, read as `run` reads it: a bad `--cuda-version` is refused, a bad
+/// `DYNAFOLD_CUDA_VERSION` is one warning and the default (what every process does with it),
+/// an empty one is unset. The folded values name where the version was given.
+fn rewrite_override(
+    checked: Option<Checked<CudaVersion>>,
+    m: &ArgMatches,
+) -> Result<Option<cli::rewrite::Override>, String> {
+    let Some(checked) = checked else {
+        return Ok(None);
+    };
+    let given_as = source(m, "cuda_version");
+    let Resolved { value, warning } =
+        setting::resolve(checked, "DYNAFOLD_CUDA_VERSION", "cuda-version", given_as)?;
+    if let Some(w) = warning {
+        eprintln!("dynafold: {w}");
+    }
+    Ok(value.map(|version| cli::rewrite::Override {
+        version,
+        given_as: match given_as {
+            Source::CommandLine => "--cuda-version",
+            Source::Variable => "DYNAFOLD_CUDA_VERSION",
+        },
+    }))
 }
 
 /// Where clap found the option `id`.
@@ -285,6 +306,11 @@ fn run_options() -> Vec<String> {
 
 fn run(args: Box<RunArgs>, m: &ArgMatches) -> Result<i32, String> {
     check_command_start(&args.command)?;
+    // Said in the summary: a disabled run watched nothing, which is not "no graph breaks".
+    let disabled = matches!(
+        args.disable.as_ref().map(|c| &c.parsed),
+        Some(Ok(Some(true)))
+    );
     let mut env: Vec<(&'static str, OsString)> = Vec::new();
     let mut unset: Vec<&'static str> = Vec::new();
     // One checked option: its value to pass on, or its bad variable taken out, said once.
@@ -341,11 +367,11 @@ fn run(args: Box<RunArgs>, m: &ArgMatches) -> Result<i32, String> {
         args.disable.map(as_text),
     )?;
     // The libraries ignore relative folders (they would move with chdir): resolve them here.
-    let report_dir = match args.report_dir {
+    let report_dir = match args.report_dir.and_then(|d| d.0) {
         Some(d) => Some(std::path::absolute(&d).map_err(|e| format!("report folder: {e}"))?),
         None => None,
     };
-    if let Some(d) = args.cache_dir {
+    if let Some(d) = args.cache_dir.and_then(|d| d.0) {
         let d = std::path::absolute(&d).map_err(|e| format!("cache folder: {e}"))?;
         // A file there would make every process warn and cache nothing: said once, dropped.
         match config::warning("DYNAFOLD_CACHE_DIR", &d.to_string_lossy()) {
@@ -367,7 +393,8 @@ fn run(args: Box<RunArgs>, m: &ArgMatches) -> Result<i32, String> {
         env,
         unset,
         report_dir,
-        lib: args.lib,
+        lib: args.lib.and_then(|l| l.0),
+        disabled,
     };
     cli::run::run(&args.command, &opts)
 }

@@ -31,7 +31,7 @@ const STATUSES: &[&str] = &[
 ];
 
 /// What each status means, one line (the order of STATUSES).
-pub const LEGEND: &str = "H200: compiled and bit-identical to eager on an H200 | fake: traces whole on fake tensors (stand-in device) | by design: FlashInfer rules it out | out of scope: not a model's op | fails: breaks the graph | untried";
+pub const LEGEND: &str = "H200: compiled and bit-identical to eager on an H200 | fake: traces whole on fake tensors (stand-in device) | by design: FlashInfer rules it out | out of scope: not a model's op | fails: breaks the graph | untried: no arguments to call it with yet (counted, never hidden)";
 
 /// The statuses, in the order they are listed.
 pub fn statuses() -> &'static [&'static str] {
@@ -196,6 +196,17 @@ fn operators(row: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each status a row can have is explained in the legend, none left as a bare word.
+    #[test]
+    fn the_legend_explains_every_status() {
+        let parts: Vec<&str> = LEGEND.split(" | ").collect();
+        assert_eq!(parts.len(), STATUSES.len(), "{LEGEND}");
+        for (part, status) in parts.iter().zip(STATUSES) {
+            let why = part.strip_prefix(&format!("{status}: ")[..]);
+            assert!(why.is_some_and(|w| !w.trim().is_empty()), "{part}");
+        }
+    }
 
     #[test]
     fn every_shipped_table_parses_and_counts_each_op_once() {

@@ -47,15 +47,35 @@ struct Problem {
 #[derive(Default)]
 struct Report {
     text: String,
+    /// The current section's lines, written when it ends: its label column is as wide as its
+    /// longest label, so a long module name does not push its value out of line.
+    rows: Vec<(String, String)>,
     problems: Vec<Problem>,
 }
 
 impl Report {
     fn section(&mut self, title: &str) {
+        self.flush();
         self.text.push_str(&format!("\n{title}\n"));
     }
     fn line(&mut self, label: &str, value: &str) {
-        self.text.push_str(&format!("  {label:<40} {value}\n"));
+        self.rows.push((label.to_owned(), value.to_owned()));
+    }
+    /// Text that is not a `label  value` line (the `--ops` table), after the pending lines.
+    fn raw(&mut self, text: &str) {
+        self.flush();
+        self.text.push_str(text);
+    }
+    fn flush(&mut self) {
+        let width = self
+            .rows
+            .iter()
+            .map(|(label, _)| label.chars().count())
+            .max()
+            .unwrap_or(0);
+        for (label, value) in self.rows.drain(..) {
+            self.text.push_str(&format!("  {label:<width$} {value}\n"));
+        }
     }
     fn problem(&mut self, what: impl Into<String>, fix: impl Into<String>) {
         self.problems.push(Problem {
@@ -169,6 +189,7 @@ pub fn run(opts: &DoctorOptions) -> (String, i32) {
     if opts.ops {
         api_table(&mut r, release.as_deref(), opts.status.as_deref());
     }
+    r.flush();
     let mut out = r.text;
     out.push('\n');
     if r.problems.is_empty() {
@@ -222,6 +243,11 @@ fn check_settings(r: &mut Report, env: &[(String, String)]) {
     set.sort();
     r.section("Settings (DYNAFOLD_* variables)");
     for (name, raw) in set {
+        // As every process reads it: set to nothing is not set (neither relative nor ignored).
+        if raw.is_empty() && config::variable(name).is_some() {
+            r.line(name, "\"\": empty, read as unset");
+            continue;
+        }
         let Some(variable) = config::variable(name) else {
             if cfg!(feature = "test-fault") && name == "DYNAFOLD_TEST_FAULT" {
                 r.line(name, &format!("{raw:?} (fault injection, a test build)"));
@@ -488,10 +514,14 @@ fn cuda_sources(r: &mut Report, torch_dir: Option<&Path>, timeout: Duration) -> 
             r.line("DYNAFOLD_CUDA_VERSION", "(unset)");
             None
         }
-        Ok(v) => match CudaVersion::parse_override(&v) {
-            Ok(version) => {
+        Ok(v) => match config::parse_cuda_version(&v) {
+            Ok(Some(version)) => {
                 r.line("DYNAFOLD_CUDA_VERSION", &format!("{v} (overrides nvcc)"));
                 Some(version)
+            }
+            Ok(None) => {
+                r.line("DYNAFOLD_CUDA_VERSION", "(empty: unset)");
+                None
             }
             // A problem of the settings (check_settings), said there.
             Err(why) => {
@@ -619,7 +649,8 @@ fn dry_run(r: &mut Report, fi_dir: &Path, resolver: &Resolver) {
                     "nothing to fold (no CUDA version check in this file)",
                 );
             }
-            Err(rewrite::Skip(why, _)) => {
+            Err(skip) => {
+                let why = skip.why(module);
                 r.line(module, &format!("loaded unchanged: {why}"));
                 let fix = if module == "flashinfer.jit.cpp_ext" {
                     "make the CUDA version knowable: set CUDA_HOME to a toolkit with bin/nvcc, or DYNAFOLD_CUDA_VERSION=MAJOR.MINOR".to_owned()
@@ -792,18 +823,25 @@ fn api_table(r: &mut Report, release: Option<&str>, status: Option<&str>) {
         return;
     };
     r.line(&format!("{n} public tensor ops"), &totals);
-    r.text.push_str(&format!("  {}\n", api_table::LEGEND));
+    let mut table = format!("  {}\n", api_table::LEGEND);
+    // One name column for the whole table, as wide as its longest name.
+    let width = rows
+        .iter()
+        .map(|r| r.name.chars().count())
+        .max()
+        .unwrap_or(0);
     let mut current = "";
     for (i, row) in rows.iter().enumerate() {
         if row.status != current {
             current = &row.status;
             let count = rows[i..].iter().take_while(|r| r.status == current).count();
-            r.text.push_str(&format!("\n  {current} ({count})\n"));
+            table.push_str(&format!("\n  {current} ({count})\n"));
         }
-        let line = format!("    {:<48} {}", row.name, row.detail);
-        r.text.push_str(&cut(&line, ROW_WIDTH));
-        r.text.push('\n');
+        let line = format!("    {:<width$} {}", row.name, row.detail);
+        table.push_str(&cut(&line, ROW_WIDTH));
+        table.push('\n');
     }
+    r.raw(&table);
 }
 
 /// The widest `--ops` row; longer ones end in "...".
@@ -903,7 +941,7 @@ fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<Output, Stri
 
 #[cfg(test)]
 mod tests {
-    use super::{check_settings, release_of, Report};
+    use super::{check_settings, config, release_of, Report};
 
     fn problems(vars: &[(&str, &str)]) -> Vec<String> {
         let env: Vec<(String, String)> = vars
@@ -970,6 +1008,46 @@ mod tests {
             ("DYNAFOLD_LIB", "/x/libdynafold.so"),
         ];
         assert_eq!(problems(&fine), Vec::<String>::new());
+    }
+
+    /// An empty variable is an unset one, as every process reads it: shown so, no problem.
+    #[test]
+    fn an_empty_setting_is_unset() {
+        let env: Vec<(String, String)> = config::VARIABLES
+            .iter()
+            .map(|v| (v.name.to_owned(), String::new()))
+            .collect();
+        let mut r = Report::default();
+        check_settings(&mut r, &env);
+        r.flush();
+        assert!(r.problems.is_empty());
+        for v in config::VARIABLES {
+            let line = r.text.lines().find(|l| l.trim_start().starts_with(v.name));
+            assert!(
+                line.is_some_and(|l| l.ends_with("\"\": empty, read as unset")),
+                "{}",
+                r.text
+            );
+        }
+    }
+
+    /// A section's values start in one column, however long its longest label.
+    #[test]
+    fn a_long_label_keeps_its_section_in_line() {
+        let mut r = Report::default();
+        r.section("S");
+        r.line("short", "a");
+        r.line(
+            "flashinfer.fused_moe.cute_dsl.blockscaled_contiguous_gather",
+            "b",
+        );
+        r.section("T");
+        r.line("x", "c");
+        r.flush();
+        let column = |l: &str| l.rfind(' ').map(|i| i + 1);
+        let lines: Vec<&str> = r.text.lines().filter(|l| l.starts_with("  ")).collect();
+        assert_eq!(column(lines[0]), column(lines[1]), "{}", r.text);
+        assert_eq!(lines[2], "  x c");
     }
 
     #[test]

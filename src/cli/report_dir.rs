@@ -8,7 +8,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::report::runs::run_name;
+use crate::report::runs::{run_name, DISABLED_MARK};
 
 /// Makes `dir` and this run's folder in it; returns the run folder, where the processes write.
 ///
@@ -28,6 +28,20 @@ pub fn prepare(dir: &Path) -> Result<PathBuf, String> {
         .map_err(|e| format!("report folder {} is not writable: {e}", dir.display()))?;
     probe(&run)?;
     Ok(run)
+}
+
+/// Marks `run` as a run dynafold was disabled for, so that `dynafold report` says so instead
+/// of reading its empty folder as "no graph breaks".
+pub fn mark_disabled(run: &Path) -> Result<(), String> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(run.join(DISABLED_MARK))
+        .and_then(|mut f| {
+            f.write_all(b"dynafold was disabled for this run (--disable or DYNAFOLD_DISABLE): no process watched for graph breaks\n")
+        })
+        .map_err(|e| format!("report folder {} is not writable: {e}", run.display()))
 }
 
 /// Creates and removes a file the way the sink creates its own (exclusive, 0600): whatever
@@ -65,6 +79,17 @@ mod tests {
             assert_eq!(mode & 0o077, 0, "{mode:o}");
         }
         assert_eq!(std::fs::read_dir(&run).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_disabled_run_is_marked_as_such() {
+        let root = tempfile::tempdir().unwrap();
+        let run = prepare(root.path()).unwrap();
+        assert!(!crate::report::runs::was_disabled(&run));
+        mark_disabled(&run).unwrap();
+        assert!(crate::report::runs::was_disabled(&run));
+        let merged = crate::report::merge_newest_run(root.path()).unwrap();
+        assert!(merged.disabled && merged.files.is_empty(), "{merged:?}");
     }
 
     #[test]

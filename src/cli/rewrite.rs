@@ -44,43 +44,81 @@ pub fn module_of(file: &Path) -> Option<String> {
     Some(names.join("."))
 }
 
+/// A CUDA version given to `rewrite`, and how it was given (`--cuda-version` or
+/// `DYNAFOLD_CUDA_VERSION`): the folded values name it as their source.
+pub struct Override {
+    pub version: CudaVersion,
+    pub given_as: &'static str,
+}
+
+/// The module `file` holds: `--module`, else read from the path. A folder or a file that is not
+/// Python source is named as such, not as one outside FlashInfer.
+fn module_for(file: &Path, module: Option<&str>) -> Result<String, String> {
+    if file.is_dir() {
+        return Err(format!(
+            "{} is a folder; name one FlashInfer source file in it (a .py file)",
+            file.display()
+        ));
+    }
+    if let Some(m) = module {
+        return Ok(m.to_owned());
+    }
+    if file.extension().is_none_or(|x| x != "py") {
+        return Err(format!(
+            "{}: not a Python source file (.py); name its module with --module",
+            file.display()
+        ));
+    }
+    module_of(file).ok_or_else(|| {
+        format!(
+            "{}: not under a flashinfer folder; name its module with --module",
+            file.display()
+        )
+    })
+}
+
 pub fn run(
     file: &Path,
     module: Option<&str>,
-    cuda_version: Option<CudaVersion>,
+    cuda_version: Option<Override>,
     site_dirs: &[PathBuf],
     timeout: Duration,
 ) -> Result<String, String> {
-    let module = match module {
-        Some(m) => m.to_owned(),
-        None => module_of(file).ok_or_else(|| {
-            format!(
-                "{}: not under a flashinfer folder; name its module with --module",
-                file.display()
-            )
-        })?,
-    };
+    let module = module_for(file, module)?;
     let module = module.as_str();
-    if !rewrite::is_target(module) {
-        return Err(format!("{module} is not a module dynafold rewrites"));
-    }
     let source = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    // As a process would treat it: imported as FlashInfer ships it. Not an error: the answer
+    // to "what would dynafold change here" is "nothing", as for a target with nothing to fold.
+    if !rewrite::is_target(module) {
+        return Ok(format!(
+            "{module}: would be loaded unchanged: not a module dynafold rewrites (it rewrites {}); FlashInfer's op declarations are woken at import, not rewritten: `dynafold doctor` counts them per module\n",
+            rewrite::TARGETS.join(", ")
+        ));
+    }
     let overridden = cuda_version.is_some();
+    let (version, given_as) = match cuda_version {
+        Some(o) => (Some(o.version), o.given_as),
+        None => (None, ""),
+    };
     let ctx = CliContext {
         resolver: Resolver::new(
             Env::from_process(),
             TorchFacts::from_torch_install(site_dirs),
             timeout,
         )
-        .with_override(cuda_version),
+        .with_override_from(version, given_as),
     };
     // The diff names the file as a package path, as git would (`a/flashinfer/jit/...`).
     let shown = format!("{}.py", module.replace('.', "/"));
     match rewrite::rewrite(module, &source, &ctx) {
-        Err(rewrite::Skip(reason, _)) => {
-            let mut out = format!("{module}: would be loaded unchanged: {reason}\n");
-            if !overridden && ctx.folded_cuda_version().is_none() {
+        Err(skip) => {
+            let mut out = format!(
+                "{module}: would be loaded unchanged: {}\n",
+                skip.why(module)
+            );
+            // A module with nothing to fold needs no version: no hint for one.
+            if !overridden && !skip.is_nothing_to_fold() && ctx.folded_cuda_version().is_none() {
                 out.push_str(
                     "hint: no CUDA version is known here (no nvcc answers, no torch found): pass --cuda-version MAJOR.MINOR, or --site-dir with the site-packages that hold torch\n",
                 );
@@ -114,7 +152,7 @@ pub fn run(
 
 #[cfg(test)]
 mod tests {
-    use super::module_of;
+    use super::{module_for, module_of};
     use std::path::Path;
 
     #[test]
@@ -130,5 +168,24 @@ mod tests {
         );
         assert_eq!(m("/tmp/cpp_ext.py"), None);
         assert_eq!(m("/x/flashinfer/jit/cpp_ext.pyc"), None);
+    }
+
+    #[test]
+    fn a_folder_or_a_non_python_file_is_named_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        let fi = dir.path().join("flashinfer/jit");
+        std::fs::create_dir_all(&fi).unwrap();
+        let err = module_for(&fi, None).unwrap_err();
+        assert!(
+            err.ends_with("is a folder; name one FlashInfer source file in it (a .py file)"),
+            "{err}"
+        );
+        let so = fi.join("x.so");
+        let err = module_for(&so, None).unwrap_err();
+        assert!(err.contains("not a Python source file"), "{err}");
+        assert_eq!(
+            module_for(&so, Some("flashinfer.x")).as_deref(),
+            Ok("flashinfer.x")
+        );
     }
 }

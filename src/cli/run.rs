@@ -34,6 +34,9 @@ pub struct RunOptions {
     /// Absolute; the processes write into a fresh run folder inside it.
     pub report_dir: Option<PathBuf>,
     pub lib: Option<PathBuf>,
+    /// dynafold is off in the processes (`--disable`, `DYNAFOLD_DISABLE`): the summary says
+    /// so, and the run folder is marked, instead of an all-clear nothing watched for.
+    pub disabled: bool,
 }
 
 /// Where the preload library is: `--lib`/`DYNAFOLD_LIB`, beside this binary, or beside the
@@ -87,9 +90,15 @@ pub fn find_preload(explicit: Option<&Path>) -> Result<PathBuf, String> {
 }
 
 /// `pip install` puts this binary in `PREFIX/bin` and the libraries in the `dynafold` package
-/// under `PREFIX/lib/pythonX.Y/site-packages` (venv, `--user` and `--prefix` alike).
+/// under `PREFIX/lib/pythonX.Y/site-packages` (venv, `--user` and `--prefix` alike);
+/// `pip install --target DIR` puts them in `DIR/bin` and `DIR/dynafold`.
 fn installed_package(exe: &Path) -> Option<PathBuf> {
-    let lib = exe.parent()?.parent()?.join("lib");
+    let prefix = exe.parent()?.parent()?;
+    let target = prefix.join("dynafold").join(PRELOAD_LIB);
+    if target.is_file() {
+        return Some(target);
+    }
+    let lib = prefix.join("lib");
     let mut found: Vec<PathBuf> = std::fs::read_dir(lib)
         .ok()?
         .filter_map(|e| e.ok())
@@ -168,6 +177,9 @@ pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
         None => None,
     };
     if let Some(dir) = &run_dir {
+        if opts.disabled {
+            super::report_dir::mark_disabled(dir)?;
+        }
         cmd.env("DYNAFOLD_REPORT_DIR", dir);
     }
     let signals = signals::install_forwarding();
@@ -199,6 +211,10 @@ pub fn run(argv: &[OsString], opts: &RunOptions) -> Result<i32, String> {
         // Every process that watched for breaks (one that loaded torch's Dynamo) left a file,
         // with or without breaks in it: none means no process watched.
         match crate::report::merge_newest_run(dir) {
+            Ok(m) if m.files.is_empty() && m.skipped.is_empty() && m.disabled => eprintln!(
+                "dynafold: dynafold was disabled for this run (--disable or DYNAFOLD_DISABLE): no process watched for graph breaks (report folder {})",
+                dir.display()
+            ),
             Ok(m) if m.files.is_empty() && m.skipped.is_empty() => eprintln!(
                 "dynafold: no process watched for graph breaks (none loaded torch's Dynamo; report folder {})",
                 dir.display()

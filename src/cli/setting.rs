@@ -82,6 +82,16 @@ pub fn nvcc_timeout(raw: &str) -> Result<Checked<u64>, Infallible> {
     checked(raw, config::parse_seconds(raw))
 }
 
+/// A path option with a variable twin (`--lib`, `--report-dir`, `--cache-dir`). clap's own
+/// path parser refuses an empty value as "a value is required for '--lib <PATH>'", naming an
+/// option nobody passed; an empty variable is an unset one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OptionalPath(pub Option<std::path::PathBuf>);
+
+pub fn path(raw: &str) -> Result<OptionalPath, Infallible> {
+    Ok(OptionalPath((!raw.is_empty()).then(|| raw.into())))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,5 +129,7 @@ mod tests {
         assert!(cuda_version("12.8\"); x").unwrap().parsed.is_err());
         assert_eq!(log_filter("OFF").unwrap().parsed, Ok(Some("OFF".into())));
         assert!(log_filter("loud").unwrap().parsed.is_err());
+        assert_eq!(path("").unwrap(), OptionalPath(None));
+        assert_eq!(path("/x").unwrap(), OptionalPath(Some("/x".into())));
     }
 }

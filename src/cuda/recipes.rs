@@ -105,7 +105,8 @@ pub struct Resolver {
     env: Env,
     torch: TorchFacts,
     timeout: Duration,
-    override_version: Option<CudaVersion>,
+    /// The version every version recipe yields, and where it was given (the provenance).
+    override_version: Option<(CudaVersion, String)>,
     default_cuda_home: String,
     paths: Mutex<HashMap<PathRecipe, Outcome<String>>>,
     versions: Mutex<HashMap<(VersionRecipe, PathRecipe), Outcome<CudaVersion>>>,
@@ -131,8 +132,14 @@ impl Resolver {
 
     /// `DYNAFOLD_CUDA_VERSION`: the version every version recipe yields, without running
     /// nvcc. Path recipes are unaffected.
-    pub fn with_override(mut self, v: Option<CudaVersion>) -> Self {
-        self.override_version = v;
+    pub fn with_override(self, v: Option<CudaVersion>) -> Self {
+        self.with_override_from(v, "DYNAFOLD_CUDA_VERSION")
+    }
+
+    /// The same, given as `source` (`--cuda-version` on a command line): the folded values
+    /// name where their version came from.
+    pub fn with_override_from(mut self, v: Option<CudaVersion>, source: &str) -> Self {
+        self.override_version = v.map(|v| (v, source.to_owned()));
         self
     }
 
@@ -170,8 +177,8 @@ impl Resolver {
     /// What `get_cuda_version()` returns or raises; `p` is the release's `get_cuda_path`
     /// shape (unused by `NvccTorchHome`, which reads torch's CUDA_HOME directly).
     pub fn cuda_version(&self, v: VersionRecipe, p: PathRecipe) -> Outcome<CudaVersion> {
-        if let Some(ov) = &self.override_version {
-            return Outcome::Value(ov.clone(), Provenance("DYNAFOLD_CUDA_VERSION".into()));
+        if let Some((ov, source)) = &self.override_version {
+            return Outcome::Value(ov.clone(), Provenance(source.clone()));
         }
         let mut cache = lock(&self.versions);
         if let Some(o) = cache.get(&(v, p)) {

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::covered::is_covered;
 use super::record::{Line, ProcessLine, Record, SiteKey};
-use super::runs::select;
+use super::runs::{select, was_disabled};
 
 /// One site across every process that hit it.
 #[derive(Clone, Debug, Serialize)]
@@ -93,6 +93,8 @@ pub struct Merged {
     pub run: Option<String>,
     /// The folder's other, older runs, not merged.
     pub other_runs: Vec<String>,
+    /// dynafold was disabled for this run (`runs::DISABLED_MARK`): nothing was watched.
+    pub disabled: bool,
 }
 
 impl Merged {
@@ -119,6 +121,7 @@ pub fn merge_newest_run(dir: &Path) -> io::Result<Merged> {
     let mut merged = merge_dir(&selection.dir)?;
     merged.run = selection.run;
     merged.other_runs = selection.other_runs;
+    merged.disabled = was_disabled(&selection.dir);
     Ok(merged)
 }
 

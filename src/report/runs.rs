@@ -9,6 +9,16 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub const RUN_PREFIX: &str = "run-";
 
+/// The file `dynafold run` leaves in a run folder when dynafold was disabled for the run
+/// (`--disable`, `DYNAFOLD_DISABLE`): no process watched, so the folder's emptiness is no
+/// answer about graph breaks, and `dynafold report` must not read it as "no graph breaks".
+pub const DISABLED_MARK: &str = "dynafold-disabled";
+
+/// Whether `run` is a run dynafold was disabled for (its mark a regular file, not followed).
+pub fn was_disabled(run: &Path) -> bool {
+    std::fs::symlink_metadata(run.join(DISABLED_MARK)).is_ok_and(|m| m.is_file())
+}
+
 /// The folder name for a run started now by process `pid`. The time goes first and has fixed
 /// width, so names sort in start order.
 pub fn run_name(now: SystemTime, pid: u32) -> String {

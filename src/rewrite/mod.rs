@@ -121,6 +121,14 @@ impl Skip {
     pub fn is_nothing_to_fold(&self) -> bool {
         self.1 == SkipKind::NothingToFold
     }
+
+    /// The reason without its leading `module: `, for a line that names the module already.
+    pub fn why<'a>(&'a self, module: &str) -> &'a str {
+        self.0
+            .strip_prefix(module)
+            .and_then(|r| r.strip_prefix(": "))
+            .unwrap_or(&self.0)
+    }
 }
 
 /// Whether `module` (a dotted name) is one dynafold rewrites. Called for every import, so it

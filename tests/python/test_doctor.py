@@ -1,6 +1,7 @@
 """`dynafold doctor` against real interpreters, real torch and a real FlashInfer release."""
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -48,7 +49,10 @@ def test_good_environment(cuda_home):
     table = out.split("FlashInfer 0.6.16 public API under torch.compile(fullgraph=True)\n", 1)[1]
     table = table.split("\nNo problems", 1)[0]
     assert "H200: " in table.splitlines()[1] and "| fails: " in table.splitlines()[1], table[:500]
-    groups = [line.strip().split(" (")[0] for line in table.splitlines() if line.startswith("  ") and not line.startswith("    ")
+    # Issue 41, item 9: every status is explained, "untried" too.
+    assert "| untried: " in table.splitlines()[1], table.splitlines()[1]
+    # The groups' headers, below the legend (which now ends in a parenthesis too).
+    groups = [line.strip().split(" (")[0] for line in table.splitlines()[2:] if line.startswith("  ") and not line.startswith("    ")
               and line.rstrip().endswith(")")]
     assert groups == [g for g in ("H200", "fake", "by design", "out of scope", "fails", "untried") if g in groups]
     assert len(groups) >= 4, groups
@@ -196,3 +200,32 @@ def test_progress_on_a_terminal_after_a_second(tmp_path):
     os.close(main)
     assert b"dynafold doctor: " in seen and b"..." in seen, seen
     assert b"dynafold doctor: " not in p.stdout.replace(b"dynafold doctor\n", b"")
+
+
+def test_empty_variables_are_unset():
+    """Issue 41, item 1: an empty variable is an unset one. DYNAFOLD_LIB= made doctor exit 125
+    ("a value is required for '--lib <PATH>'"); DYNAFOLD_REPORT_DIR= was shown as relative and
+    DYNAFOLD_CUDA_VERSION= as ignored. The one problem left is the missing Python."""
+    empty = {v: "" for v in ("DYNAFOLD_LIB", "DYNAFOLD_REPORT_DIR", "DYNAFOLD_CACHE_DIR",
+                              "DYNAFOLD_CUDA_VERSION", "DYNAFOLD_DISABLE")}
+    code, out, err = doctor("--python", "/nonexistent/bin/python3", **empty)
+    assert code == 1 and len(problems(out)) == 1 and "/nonexistent" in problems(out)[0], out + err
+    for var in empty:
+        shown = [" ".join(line.split()) for line in out.splitlines() if line.strip().startswith(var + " ")]
+        assert f'{var} "": empty, read as unset' in shown, (var, shown)
+    assert "DYNAFOLD_CUDA_VERSION (empty: unset)" in [" ".join(line.split()) for line in out.splitlines()], out
+    assert "relative" not in out and "ignored" not in out, out
+
+
+@pytest.mark.parametrize("release", ["0.6.3", "0.6.7.post3"])
+def test_a_reason_is_not_cut_mid_sentence(cuda_home, release):
+    """Issue 41, item 9: a declaration's reason was cut at 80 characters
+    (`...were not found in the )`); it is given whole, up to its first sentence's end."""
+    code, out, err = doctor("--python", PY, CUDA_HOME=cuda_home, PYTHONPATH=str(CACHE / "flashinfer" / release))
+    assert code == 0, out + err
+    section = out.split("FlashInfer op declarations (woken for torch.compile)\n", 1)[1]
+    found = re.findall(r"schema not expressible \((.*?)\)(?:; \d+ left: |$)", section, re.M)
+    assert found, section
+    for inner in found:
+        assert inner.endswith((".", "...")), inner
+    assert "were not found in the custom op's signature.)" in section, section

@@ -213,6 +213,41 @@ def test_python_dash_m(installed):
     assert r.returncode == 3
 
 
+def test_pip_install_target(wheel, tmp_path):
+    """Issue 41, item 8: `pip install --target DIR` puts the command in DIR/bin and the package
+    in DIR/dynafold. `DIR/bin/dynafold` finds the libraries there (it looked in DIR/bin), and
+    `python -m dynafold` with DIR on PYTHONPATH finds the command (the wheel's RECORD names it
+    relative to pip's temporary prefix: "the command is missing")."""
+    target = tmp_path / "target"
+    r = run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target), str(wheel)],
+            clean_env(PIP_DISABLE_PIP_VERSION_CHECK="1"), timeout=300)
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    expected = [str(target / "dynafold" / "libdynafold.so")]
+    for cmd, env in (([str(target / "bin" / "dynafold")], clean_env()),
+                     ([sys.executable, "-m", "dynafold"], clean_env(PYTHONPATH=str(target)))):
+        r = run([*cmd, "run", "--", sys.executable, "-c", PROBE], env)
+        assert r.returncode == 0, (cmd, r.stderr.decode())
+        assert lines(r, "FIRST") == ["DynafoldFinder"] and lines(r, "PRELOAD") == expected, (cmd, r.stdout)
+
+
+def test_the_target_layout_without_a_wheel(tmp_path):
+    """The same layout made by hand from the cargo build (no wheel to build): the command in
+    DIR/bin, the package and its libraries in DIR/dynafold, no distribution record at all; an
+    empty DYNAFOLD_LIB is an unset one here too."""
+    (tmp_path / "bin").mkdir()
+    shutil.copy2(TARGET / "dynafold", tmp_path / "bin" / "dynafold")
+    shutil.copytree(ROOT / "python" / "dynafold", tmp_path / "dynafold", ignore=shutil.ignore_patterns("__pycache__"))
+    for lib in ("libdynafold.so", "libdynafold_python.so"):
+        shutil.copy2(TARGET / lib, tmp_path / "dynafold" / lib)
+    expected = [str(tmp_path / "dynafold" / "libdynafold.so")]
+    for cmd, env in (([str(tmp_path / "bin" / "dynafold")], clean_env()),
+                     ([sys.executable, "-m", "dynafold"], clean_env(PYTHONPATH=str(tmp_path))),
+                     ([sys.executable, "-m", "dynafold"], clean_env(PYTHONPATH=str(tmp_path), DYNAFOLD_LIB=""))):
+        r = run([*cmd, "run", "--", sys.executable, "-c", PROBE], env)
+        assert r.returncode == 0, (cmd, r.stderr.decode())
+        assert lines(r, "FIRST") == ["DynafoldFinder"] and lines(r, "PRELOAD") == expected, (cmd, r.stdout)
+
+
 def test_doctor_from_the_package(installed):
     py = str(installed / "bin" / "python")
     r = run([py, "-m", "dynafold", "doctor", "--python", py], clean_env())

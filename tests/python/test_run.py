@@ -545,3 +545,42 @@ def test_a_cache_folder_that_is_a_file_warns(dynafold, tmp_path, how):
     line = one_error_line(r)
     assert str(f) in line and "not a folder" in line, line
     assert "DYNAFOLD_CACHE_DIR" not in dict(eval(lines(r, "VARS")[0])), r.stdout
+
+
+@pytest.mark.parametrize("var", ["DYNAFOLD_LIB", "DYNAFOLD_REPORT_DIR", "DYNAFOLD_CACHE_DIR"])
+def test_an_empty_path_variable_is_unset(dynafold, var):
+    """Issue 41, item 1: not "a value is required for '--lib <PATH>'" (exit 125), naming an
+    option nobody passed: the run goes on as without the variable."""
+    r = run([dynafold, "run", "--", PY, "-c", PROBE], clean_env(**{var: ""}))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr.decode()
+    assert lines(r, "FIRST") == ["DynafoldFinder"]
+
+
+def test_a_disabled_run_with_a_report_folder_says_it_was_disabled(dynafold, tmp_path):
+    """Issue 41, item 3: a program that compiles and breaks, run with dynafold disabled, is not
+    "no process watched ... (none loaded torch's Dynamo)", nor "no graph breaks" to `report`."""
+    rep = tmp_path / "rep"
+    r = run([dynafold, "run", "--disable", "--report-dir", str(rep), "--", TORCH_PY, "-c", BREAKS],
+            clean_env(), timeout=300)
+    err = r.stderr.decode()
+    assert r.returncode == 0, err
+    assert "dynafold was disabled for this run" in err and "none loaded torch's Dynamo" not in err, err
+    for args in ([], ["--json"]):
+        report = run([dynafold, "report", *args, str(rep)], clean_env())
+        said = report.stderr.decode()
+        assert report.returncode == 1, said
+        assert "dynafold was disabled for run run-" in said, said
+        assert b"no graph breaks" not in report.stdout, report.stdout
+    # The variable is the same switch.
+    r = run([dynafold, "run", "--report-dir", str(rep), "--", PY, "-c", "pass"],
+            clean_env(DYNAFOLD_DISABLE="1"))
+    assert "dynafold was disabled for this run" in r.stderr.decode(), r.stderr.decode()
+
+
+def test_report_on_a_missing_folder_read_nothing(dynafold, tmp_path):
+    """Issue 41, item 5: exit 1, as docs/usage.md gives for reading no report at all (it was
+    125, dynafold's own error), with one line on stderr."""
+    for args in ([], ["--json"]):
+        r = run([dynafold, "report", *args, str(tmp_path / "nope")], clean_env())
+        assert r.returncode == 1 and r.stdout == b"", r
+        assert f"cannot read {tmp_path / 'nope'}" in one_error_line(r)

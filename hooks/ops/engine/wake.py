@@ -638,7 +638,7 @@ def _plan(declared):
             schema = declared.schema or torch.library.infer_schema(
                 prototype, mutates_args=_mutable_in(narrowing, mutates))
         except Exception as e:  # noqa: BLE001 - the schema torch refuses is the reason given
-            return f"schema not expressible ({str(e).splitlines()[0][:80]})"
+            return f"schema not expressible ({_first_sentence(str(e))})"
         variant_fake = _variant_fake(declared, fn, narrowing, nothing, fake, given)
         if isinstance(variant_fake, str):
             return variant_fake
@@ -801,6 +801,18 @@ def _define(op_name, schema, tags, fn, narrowing, fake, key, operator):
     if operator.seeded and not operator.mutable:
         _keep_every_draw(op)
     return op
+
+
+def _first_sentence(text, limit=160):
+    """The first sentence of an error's first line, for a reason `dynafold doctor` prints: whole
+    where it fits, else cut at a word with "..." (a cut at a fixed width ended mid-word and
+    mid-sentence: "... were not found in the")."""
+    line = text.splitlines()[0].strip() if text.strip() else ""
+    end = line.find(". ")
+    sentence = line[:end + 1] if end >= 0 else line
+    if len(sentence) <= limit:
+        return sentence
+    return sentence[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 def _optional_tensors(op_name, schema):
