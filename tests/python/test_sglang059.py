@@ -25,6 +25,7 @@ import pytest
 
 from conftest import CACHE, DYNAFOLD, clean_env, results_of, run
 from test_fold import BASE_PATH, release_text, toolkit
+from test_survey import check_sglang_entry
 
 # The pins of scripts/lib/env.sh (SGLANG059_VERSION, SGLANG059_TORCH_VERSION, SGLANG059_FLASHINFER).
 SGLANG, TORCH, FLASHINFER = "0.5.9", "2.9.1", "0.6.3"
@@ -286,3 +287,9 @@ def test_sm120_glm5_survey_with_ops_off_shows_flashinfers_stops_too(drive, prelo
     flashinfer = [s for s in sites if s["owner"] == "flashinfer"]
     assert all("/flashinfer/" in _where(s) or s["record"]["via_frame"] for s in flashinfer), table
     assert any(_where(s).endswith("nsa_indexer.py:962") for s in sites), table
+
+
+def test_sglang059_compile_entry_under_survey(preload, tmp_path):
+    """SGLang 0.5.9's `install_torch_compiled` asks for fullgraph=True: survey mode carries it
+    on (torch 2.9.1)."""
+    check_sglang_entry(PYTHON, preload, tmp_path, SGLANG)

@@ -21,7 +21,7 @@ import pytest
 import torch
 import torch._dynamo
 
-from conftest import DYNAFOLD, clean_env, run
+from conftest import DYNAFOLD, clean_env, results_of, run
 
 REPO = Path(__file__).resolve().parents[2]
 SURVEY = REPO / "hooks" / "survey" / "fullgraph_survey.py"
@@ -295,3 +295,23 @@ def test_a_break_inside_a_woken_flashinfer_ops_fake_is_flashinfers(preload, tmp_
     assert site["record"]["break_type"] == "gb0033", site
     assert site["owner"] == "flashinfer" and site["survey"] is True, site
     assert site["record"]["user_frame"]["file"] == str(script), site
+
+
+# SGLang's own compile entries (0.5.9, 0.5.12, 0.5.23): each release's test file calls this in
+# its environment (test_sglang059.py, test_sglang0512.py, test_sglang.py).
+SGLANG_ENTRY = Path(__file__).parent / "helpers" / "sglang_survey_entry.py"
+
+
+def check_sglang_entry(python, preload, tmp_path, sglang):
+    """SGLang's `install_torch_compiled` (fullgraph=True) over a block with two breaks: it stops
+    at the first without survey mode, and with it compiles in three graphs equal to eager."""
+    results = {}
+    for survey in ("0", "1"):
+        env = clean_env(LD_PRELOAD=preload, DYNAFOLD_SURVEY=survey)
+        r = run([str(python), str(SGLANG_ENTRY)], env, timeout=300, cwd=tmp_path)
+        (results[survey],) = results_of(r)
+        assert results[survey]["sglang"] == sglang, results[survey]
+        assert r.stderr.decode().count(WARNING) == int(survey), r.stderr.decode()[-3000:]
+    off, on = results["0"], results["1"]
+    assert not off["ok"] and off["error"].startswith("Unsupported: "), off
+    assert on["ok"] and on["equal_to_eager"] and on["graphs"] == 3, on
