@@ -96,8 +96,11 @@ def _wrap(original: Callable[..., Any], signature: inspect.Signature) -> Callabl
         if takes_error_on_graph_break:
             bound.arguments["error_on_graph_break"] = False
         ctx = original(*bound.args, **bound.kwargs)
-        if _mark(ctx):
-            _say()
+        try:
+            if _mark(ctx):
+                _say()
+        except Exception:  # noqa: BLE001 - the compile is the host's; only our note is lost
+            pass
         return ctx
 
     setattr(_optimize, MARK, True)
