@@ -80,6 +80,11 @@ pub const VARIABLES: &[Variable] = &[
         help: "0 leaves FlashInfer's op declarations dormant, fp4's included (default 1)",
     },
     Variable {
+        name: "DYNAFOLD_SURVEY",
+        kind: Kind::Flag(false),
+        help: "1 lets a compile that asks for fullgraph=True carry on past its graph breaks, so one run reports them all: a diagnosis (default 0)",
+    },
+    Variable {
         name: "DYNAFOLD_LIB",
         kind: Kind::Library,
         help: "the preload library `dynafold run` uses (default: beside the binary)",
@@ -205,6 +210,12 @@ pub fn fp4_opaque() -> bool {
 /// (default yes).
 pub fn ops() -> bool {
     flag("DYNAFOLD_OPS", true)
+}
+
+/// `DYNAFOLD_SURVEY`: whether a compile that asks for fullgraph=True is made to carry on past
+/// its graph breaks, so that one run meets every one of them (default no).
+pub fn survey() -> bool {
+    flag("DYNAFOLD_SURVEY", false)
 }
 
 /// A yes/no variable (`dynafold_values::flag`); anything else gets one warning and `default`.

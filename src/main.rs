@@ -114,6 +114,11 @@ struct RunArgs {
     #[arg(long, env = "DYNAFOLD_OPS", value_name = "YES/NO", num_args = 0..=1,
           require_equals = true, default_missing_value = "1", value_parser = setting::yes_no)]
     ops: Option<Checked<bool>>,
+    /// Survey: a compile that asks for fullgraph=True carries on past its graph breaks, so the
+    /// run reports every one of them (a diagnosis; default no).
+    #[arg(long, env = "DYNAFOLD_SURVEY", value_name = "YES/NO", num_args = 0..=1,
+          require_equals = true, default_missing_value = "1", value_parser = setting::yes_no)]
+    survey: Option<Checked<bool>>,
     /// Turn dynafold off in the child processes (the command still runs).
     #[arg(long, env = "DYNAFOLD_DISABLE", value_name = "YES/NO", num_args = 0..=1,
           require_equals = true, default_missing_value = "1", value_parser = setting::yes_no)]
@@ -132,7 +137,7 @@ struct RunArgs {
 }
 
 /// The yes/no options, which take their value after `=` only.
-const YES_NO_OPTIONS: [&str; 3] = ["--fp4-opaque", "--ops", "--disable"];
+const YES_NO_OPTIONS: [&str; 4] = ["--fp4-opaque", "--ops", "--survey", "--disable"];
 
 fn parse_target(s: &str) -> Result<(String, PathBuf), String> {
     s.split_once('=')
@@ -360,6 +365,12 @@ fn run(args: Box<RunArgs>, m: &ArgMatches) -> Result<i32, String> {
         args.fp4_opaque.map(as_text),
     )?;
     take("ops", "DYNAFOLD_OPS", "ops", args.ops.map(as_text))?;
+    take(
+        "survey",
+        "DYNAFOLD_SURVEY",
+        "survey",
+        args.survey.map(as_text),
+    )?;
     take(
         "disable",
         "DYNAFOLD_DISABLE",

@@ -14,6 +14,11 @@ reads the exception that is live while torch logs (both calls happen inside torc
 The structured trace logger (`torch.__trace`) would carry the same facts, but a handler there
 makes torch build every trace payload (graphs, generated code) on every compile.
 
+Each record names its owner, the package whose frame broke (`flashinfer`, `sglang`, `torch`,
+...) or, for code outside every package, the user's file itself; and, in survey mode
+(hooks/survey/fullgraph_survey.py), whether its compile asked for fullgraph=True and was
+carried on past the break.
+
 Listening must not change what torch prints: where a logger is not already enabled at the level
 needed, its level is lowered and a logger filter drops, after observing them, exactly the
 records that would not have passed before (see `_Tap`). Everything is wrapped: the first
@@ -38,6 +43,15 @@ _RESUME_RE = re.compile(r"^torch_dynamo_resume_in_(.+)_at_\d+$")
 _GB_ID_RE = re.compile(r"\b(gb\d{4})\b", re.IGNORECASE)
 _SENTENCE_END_RE = re.compile(r"(?<=[.`])\s+(?=[A-Z])")
 _PREFIX_RE = re.compile(r"^Encountered graph break when attempting to trace", re.IGNORECASE)
+# What survey mode sets on the frame converter of a compile it carried on (fullgraph_survey.MARK),
+# and how far above Dynamo's `_compile` frame that converter's `__call__` frames are looked for.
+_SURVEY_MARK = "_dynafold_survey"
+_SURVEY_WALK = 6
+# Files of dynafold's own Python. The op engine's are what Dynamo traces in place of FlashInfer's
+# functions (torch._dynamo.substitute_in_graph): a break there, e.g. inside a woken op's fake,
+# is FlashInfer's. No other file of dynafold's is ever a break's owner.
+_DYNAFOLD_FILES = "<dynafold>"
+_OP_ENGINE_FILES = "<dynafold>/hooks/ops/"
 
 
 class _State(TypedDict):
@@ -265,6 +279,7 @@ def _on_graph_break_record(record):
     if rec is None:
         return
     rec["fullgraph"] = False if fullgraph is None else fullgraph
+    rec["survey"] = _surveyed(compile_frame)
     _emit(rec)
 
 
@@ -310,7 +325,9 @@ def _on_internal_record(record):
                                        getattr(metrics, "co_name", None) or "?")
         rec["exception"] = fail_type
         rec["source"] = "compilation_metrics"
+        rec["owner"] = _owner([rec["user_frame"]] if rec["user_frame"] else [])
     rec["fullgraph"] = fullgraph
+    rec["survey"] = _surveyed(compile_frame)
     _emit(rec)
 
 
@@ -364,6 +381,8 @@ def _base_record(break_type, reason):
         "hint": None,
         "exception": None,
         "source": None,
+        "owner": None,
+        "survey": False,
     }
 
 
@@ -447,6 +466,7 @@ def _attribute(rec, frames):
     frame: the innermost one, when the break is not in the compiled function itself. Via: the
     innermost frame outside the standard library and the user's file, when that is another."""
     rec["stack"] = [_frame_text(f) for f in frames[-_FRAMES_KEPT:]]
+    rec["owner"] = _owner(frames)
     if not frames:
         return
     user = frames[0]
@@ -527,6 +547,60 @@ def _package_of(filename):
                 continue
             return first, stdlib and "-packages" not in path[len(prefix):]
     return os.path.splitext(os.path.basename(filename))[0], False
+
+
+def _owner(frames):
+    """Who owns the frame that broke: the innermost frame that is neither the standard
+    library's (a `subprocess.Popen` is broken by whoever called it) nor dynafold's own (the op
+    engine's stands for FlashInfer); the innermost frame when all are."""
+    for f in reversed(frames):
+        filename = str(f.get("file", ""))
+        if filename.startswith(_OP_ENGINE_FILES):
+            return "flashinfer"
+        if f.get("stdlib") or filename.startswith(_DYNAFOLD_FILES):
+            continue
+        return _owner_of(filename)
+    return _owner_of(frames[-1]["file"]) if frames else None
+
+
+def _owner_of(filename):
+    """The top-level package a file belongs to (`flashinfer`, `sglang`, `torch`, `transformers`,
+    or a package of the user's own), the module name of a top-level module installed in
+    site-packages, or else the file itself: a script or module of the user's."""
+    if filename.startswith("<"):
+        return filename
+    try:
+        path = os.path.realpath(filename)
+    except Exception:  # noqa: BLE001
+        path = filename
+    for root, _stdlib in _roots():
+        prefix = root.rstrip(os.sep) + os.sep
+        if not path.startswith(prefix):
+            continue
+        rest = path[len(prefix):]
+        first = rest.split(os.sep, 1)[0]
+        if first in ("site-packages", "dist-packages"):
+            continue
+        if os.sep in rest:
+            return first
+        if "-packages" in root:
+            return first[:-3] if first.endswith(".py") else first
+        return filename
+    return filename
+
+
+def _surveyed(compile_frame):
+    """Whether the compile being traced asked for fullgraph=True and survey mode carried it on:
+    its frame converter, whose `__call__` is a few frames above Dynamo's `_compile`, is marked."""
+    f = compile_frame.f_back if compile_frame is not None else None
+    n = 0
+    while f is not None and n < _SURVEY_WALK:
+        owner = f.f_locals.get("self")
+        if owner is not None and getattr(owner, _SURVEY_MARK, False) is True:
+            return True
+        f = f.f_back
+        n += 1
+    return False
 
 
 def _gb_id(gb_type, text):

@@ -294,6 +294,10 @@ fn check_settings(r: &mut Report, env: &[(String, String)]) {
                 "fp4_quantize's kernel stays as FlashInfer ships it, so it breaks the graph",
                 "unset DYNAFOLD_FP4_OPAQUE (or pass --fp4-opaque=1 to dynafold run)",
             )),
+            Some("DYNAFOLD_SURVEY") => Some((
+                "survey mode: compiles that ask for fullgraph=True carry on past their graph breaks (a diagnosis run, not a server's)",
+                "unset DYNAFOLD_SURVEY once the survey is done (or pass --survey=0 to dynafold run)",
+            )),
             _ => None,
         };
         match effect {
@@ -998,8 +1002,14 @@ mod tests {
                 "{found:?}"
             );
         }
+        let found = problems(&[("DYNAFOLD_SURVEY", "yes")]);
+        assert!(
+            found.len() == 1 && found[0].contains("a diagnosis run"),
+            "{found:?}"
+        );
         let fine = [
             ("DYNAFOLD_OPS", "1"),
+            ("DYNAFOLD_SURVEY", "0"),
             ("DYNAFOLD_LOG", "dynafold=debug"),
             ("DYNAFOLD_NVCC_TIMEOUT", "600"),
             ("DYNAFOLD_CUDA_VERSION", "12.8"),

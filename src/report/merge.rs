@@ -16,6 +16,8 @@ use super::runs::{select, was_disabled};
 #[derive(Clone, Debug, Serialize)]
 pub struct Site {
     pub key: SiteKey,
+    /// Who owns the frame that broke (`Record::owner`): a package, or the user's own file.
+    pub owner: String,
     pub count: u64,
     pub ranks: BTreeSet<i64>,
     pub pids: BTreeSet<u32>,
@@ -26,6 +28,9 @@ pub struct Site {
     pub fullgraph: BTreeSet<bool>,
     /// Would be folded with dynafold active (see `covered::is_covered`).
     pub covered: bool,
+    /// At least one occurrence was met by a fullgraph=True compile that survey mode carried
+    /// on: without it, that compile would have stopped here.
+    pub survey: bool,
     pub hint: Option<String>,
     pub first_seen: f64,
     pub last_seen: f64,
@@ -37,6 +42,7 @@ impl Site {
     pub fn from_record(record: Record, count: u64) -> Site {
         let mut site = Site {
             key: record.site_key(),
+            owner: record.owner(),
             count,
             ranks: BTreeSet::new(),
             pids: BTreeSet::new(),
@@ -44,6 +50,7 @@ impl Site {
             torch: BTreeSet::new(),
             fullgraph: BTreeSet::new(),
             covered: is_covered(&record),
+            survey: false,
             hint: record.hint.clone(),
             first_seen: record.time,
             last_seen: record.time,
@@ -64,6 +71,7 @@ impl Site {
         }
         self.torch.extend(r.torch.clone());
         self.fullgraph.extend(r.fullgraph);
+        self.survey |= r.survey;
         if self.hint.is_none() {
             self.hint = r.hint.clone();
         }
@@ -97,9 +105,50 @@ pub struct Merged {
     pub disabled: bool,
 }
 
+/// One owner's share of a report: its sites and their breaks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Owner {
+    pub owner: String,
+    pub sites: usize,
+    pub count: u64,
+}
+
+/// The owners of `sites`, most breaks first (then by name), each once.
+pub fn owners(sites: &[Site]) -> Vec<Owner> {
+    let mut by: BTreeMap<&str, Owner> = BTreeMap::new();
+    for s in sites {
+        let o = by.entry(&s.owner).or_insert_with(|| Owner {
+            owner: s.owner.clone(),
+            sites: 0,
+            count: 0,
+        });
+        o.sites += 1;
+        o.count += s.count;
+    }
+    let mut out: Vec<Owner> = by.into_values().collect();
+    out.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.owner.cmp(&b.owner)));
+    out
+}
+
+/// `sites` grouped by owner, the owners in `owners`' order, each group in the order it had.
+pub fn by_owner(sites: &[Site]) -> Vec<(Owner, Vec<&Site>)> {
+    owners(sites)
+        .into_iter()
+        .map(|o| {
+            let mine = sites.iter().filter(|s| s.owner == o.owner).collect();
+            (o, mine)
+        })
+        .collect()
+}
+
 impl Merged {
     pub fn processes(&self) -> usize {
         self.files.len()
+    }
+
+    /// The owners of the sites, most breaks first.
+    pub fn owners(&self) -> Vec<Owner> {
+        owners(&self.sites)
     }
 
     pub fn ranks(&self) -> BTreeSet<i64> {

@@ -84,6 +84,13 @@ pub struct Record {
     /// Which hook saw it (`graph_breaks`, `compilation_metrics`).
     #[serde(default)]
     pub source: Option<String>,
+    /// Who owns the frame that broke: a package (`flashinfer`, `sglang`, `torch`, ...) or the
+    /// user's own file (its path). Records of older dynafold versions have none: see `owner()`.
+    #[serde(default)]
+    pub owner: Option<String>,
+    /// Its compile asked for fullgraph=True and survey mode carried it on past this break.
+    #[serde(default)]
+    pub survey: bool,
 }
 
 /// What makes two occurrences the same site.
@@ -113,6 +120,22 @@ impl Record {
                 .unwrap_or_default(),
             reason: first_line(&self.reason).to_string(),
         }
+    }
+
+    /// The owner the observer named, or for a record without one (an older dynafold's) the
+    /// package of the innermost library frame outside the standard library, else the user's
+    /// file.
+    pub fn owner(&self) -> String {
+        if let Some(o) = self.owner.as_deref().filter(|o| !o.is_empty()) {
+            return o.to_string();
+        }
+        [&self.via_frame, &self.library_frame]
+            .into_iter()
+            .flatten()
+            .find(|f| !f.stdlib)
+            .and_then(|f| f.package.clone())
+            .or_else(|| self.user_frame.as_ref().map(|f| f.file.clone()))
+            .unwrap_or_else(|| "unknown".into())
     }
 
     /// Every frame the record names, outermost first where known.
@@ -239,6 +262,30 @@ mod tests {
         let back: Line = serde_json::from_str(&serde_json::to_string(&line).unwrap()).unwrap();
         assert_eq!(back.record, r);
         assert_eq!(back.count, 2);
+    }
+
+    #[test]
+    fn owner_is_the_observers_else_the_innermost_library_package_else_the_users_file() {
+        let mut r = sample();
+        r.owner = Some("sglang".into());
+        assert_eq!(r.owner(), "sglang");
+        r.owner = None;
+        // The library frame is the standard library's: the user's file owns the break.
+        assert_eq!(r.owner(), "/m/model.py");
+        r.via_frame = Some(Frame {
+            file: "/sp/flashinfer/jit/cpp_ext.py".into(),
+            line: 70,
+            function: "get_cuda_version".into(),
+            package: Some("flashinfer".into()),
+            stdlib: false,
+        });
+        assert_eq!(r.owner(), "flashinfer");
+        let old = r#"{"break_type": "gb0007", "reason": "x"}"#;
+        let r: Record = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            (r.owner.as_deref(), r.survey, r.owner()),
+            (None, false, "unknown".into())
+        );
     }
 
     #[test]

@@ -1,13 +1,15 @@
-//! What people read: one block per site, most frequent first, and the same data as JSON.
+//! What people read: one block per site, grouped by the owner of the frame that broke (the
+//! package, or the user's own file), most breaks first, and the same data as JSON.
 //!
 //! A site needs four lines to be useful (where in the user's code, where it broke, why, what
 //! to do), so each row of the summary line is followed by its frames rather than squeezed
-//! into one very wide line.
+//! into one very wide line. The owner says whose code has to change: a survey run lists every
+//! stop at once, and the groups are what to take to whom.
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use super::merge::{Merged, Site};
+use super::merge::{by_owner, owners, Merged, Site};
 use super::record::Frame;
 
 /// The merged report as text.
@@ -81,61 +83,113 @@ pub fn render_summary(sites: &[Site], limit: usize) -> String {
     out
 }
 
+/// An owner as the table names it: a package by its name, the user's file as such.
+fn owner_label(owner: &str) -> String {
+    if owner.starts_with('/') || owner.starts_with('<') {
+        format!("{owner} (your code)")
+    } else {
+        owner.to_string()
+    }
+}
+
+fn counted(n: u64, one: &str) -> String {
+    format!("{n} {one}{}", plural(n as usize))
+}
+
 fn render_sites(out: &mut String, sites: &[Site], limit: usize) {
     if sites.is_empty() {
         return;
     }
+    let shares: Vec<String> = owners(sites)
+        .iter()
+        .map(|o| {
+            format!(
+                "{} {} ({})",
+                owner_label(&o.owner),
+                counted(o.sites as u64, "site"),
+                counted(o.count, "break")
+            )
+        })
+        .collect();
+    let _ = writeln!(out, "  by owner: {}", shares.join("; "));
     let _ = writeln!(
         out,
         "\n{:>3}  {:>6}  {:<8}  {:<8}  {:<10}  reason",
         "#", "count", "ranks", "covered", "type"
     );
-    for (i, s) in sites.iter().take(limit).enumerate() {
-        let ranks = if s.ranks.is_empty() {
-            "-".to_string()
-        } else {
-            ranges(&s.ranks)
-        };
-        let covered = if s.covered { "yes" } else { "no" };
-        let mut kind = s.key.break_type.clone();
-        if s.fullgraph.contains(&true) {
-            kind.push('!');
+    let mut shown = 0;
+    for (owner, group) in by_owner(sites) {
+        if shown >= limit {
+            break;
         }
         let _ = writeln!(
             out,
-            "{:>3}  {:>6}  {:<8}  {:<8}  {:<10}  {}",
-            i + 1,
-            s.count,
-            ranks,
-            covered,
-            kind,
-            s.key.reason
+            "{}: {}, {}",
+            owner_label(&owner.owner),
+            counted(owner.sites as u64, "site"),
+            counted(owner.count, "break")
         );
-        let pad = " ".repeat(16);
-        if let Some(f) = &s.record.user_frame {
-            let _ = writeln!(out, "{pad}user     {}", frame_text(f, false));
-        }
-        if let Some(f) = &s.record.library_frame {
-            let _ = writeln!(out, "{pad}library  {}", frame_text(f, true));
-        }
-        if let Some(f) = &s.record.via_frame {
-            let _ = writeln!(out, "{pad}via      {}", frame_text(f, true));
-        }
-        if s.covered {
-            let _ = writeln!(out, "{pad}covered  would be folded with dynafold active");
-        }
-        if let Some(h) = &s.hint {
-            let _ = writeln!(out, "{pad}hint     {h}");
+        for s in group.into_iter().take(limit - shown) {
+            shown += 1;
+            render_site(out, shown, s);
         }
     }
     if sites.len() > limit {
         let _ = writeln!(out, "  ... and {} more site(s)", sites.len() - limit);
     }
-    if sites.iter().any(|s| s.fullgraph.contains(&true)) {
+    let failed = sites.iter().any(|s| s.fullgraph.contains(&true));
+    let surveyed = sites.iter().any(|s| s.survey);
+    if failed || surveyed {
+        out.push('\n');
+    }
+    if failed {
         let _ = writeln!(
             out,
-            "\n  type! = at least one occurrence failed a fullgraph=True compile"
+            "  type! = at least one occurrence failed a fullgraph=True compile"
         );
+    }
+    if surveyed {
+        let _ = writeln!(
+            out,
+            "  type* = met by a fullgraph=True compile that survey mode carried on (without it, that compile stops at the first of these)"
+        );
+    }
+}
+
+fn render_site(out: &mut String, number: usize, s: &Site) {
+    let ranks = if s.ranks.is_empty() {
+        "-".to_string()
+    } else {
+        ranges(&s.ranks)
+    };
+    let covered = if s.covered { "yes" } else { "no" };
+    let mut kind = s.key.break_type.clone();
+    if s.fullgraph.contains(&true) {
+        kind.push('!');
+    }
+    if s.survey {
+        kind.push('*');
+    }
+    let _ = writeln!(
+        out,
+        "{:>3}  {:>6}  {:<8}  {:<8}  {:<10}  {}",
+        number, s.count, ranks, covered, kind, s.key.reason
+    );
+    let pad = " ".repeat(16);
+    if let Some(f) = &s.record.user_frame {
+        let _ = writeln!(out, "{pad}user     {}", frame_text(f, false));
+    }
+    if let Some(f) = &s.record.library_frame {
+        let _ = writeln!(out, "{pad}library  {}", frame_text(f, true));
+    }
+    if let Some(f) = &s.record.via_frame {
+        let _ = writeln!(out, "{pad}via      {}", frame_text(f, true));
+    }
+    if s.covered {
+        let _ = writeln!(out, "{pad}covered  would be folded with dynafold active");
+    }
+    if let Some(h) = &s.hint {
+        let _ = writeln!(out, "{pad}hint     {h}");
     }
 }
 
@@ -211,11 +265,14 @@ pub fn render_json(merged: &Merged) -> Result<String, String> {
     #[derive(serde::Serialize)]
     struct Versioned<'a> {
         schema: u32,
+        /// The sites' owners, most breaks first: `sites[].owner` summed.
+        owners: Vec<super::merge::Owner>,
         #[serde(flatten)]
         merged: &'a Merged,
     }
     serde_json::to_string_pretty(&Versioned {
         schema: JSON_SCHEMA,
+        owners: merged.owners(),
         merged,
     })
     .map_err(|e| e.to_string())
@@ -300,6 +357,77 @@ mod tests {
         assert_eq!(json["sites"][0]["count"], 3);
         assert_eq!(json["sites"][0]["covered"], true);
         assert_eq!(json["sites"][1]["covered"], false);
+    }
+
+    fn owned(pid: u32, line_no: u32, count: u64, owner: &str, survey: bool) -> String {
+        let l = Line {
+            v: 1,
+            count,
+            host: "h".into(),
+            record: Record {
+                pid,
+                break_type: "gb0124".into(),
+                reason: format!("break at {line_no}"),
+                user_frame: Some(Frame {
+                    file: "/srv/model.py".into(),
+                    line: line_no,
+                    function: "forward".into(),
+                    ..Frame::default()
+                }),
+                owner: Some(owner.into()),
+                survey,
+                fullgraph: Some(false),
+                ..Record::default()
+            },
+        };
+        serde_json::to_string(&l).unwrap() + "\n"
+    }
+
+    #[test]
+    fn sites_are_grouped_by_owner_most_breaks_first_and_survey_is_marked() {
+        let text = owned(1, 10, 1, "flashinfer", true)
+            + &owned(1, 11, 1, "sglang", true)
+            + &owned(1, 12, 1, "sglang", true)
+            + &owned(1, 13, 1, "/srv/model.py", false);
+        let m = merge_texts(vec![("a".into(), text)]);
+        let out = render(&m);
+        assert!(
+            out.contains("  by owner: sglang 2 sites (2 breaks); /srv/model.py (your code) 1 site (1 break); flashinfer 1 site (1 break)"),
+            "{out}"
+        );
+        let at = |needle: &str| {
+            out.find(needle)
+                .unwrap_or_else(|| panic!("{needle}: {out}"))
+        };
+        // Equal counts: by name, so the user's path comes before a package's.
+        assert!(at("\nsglang: 2 sites, 2 breaks") < at("break at 11"));
+        assert!(at("break at 12") < at("\n/srv/model.py (your code): 1 site, 1 break"));
+        assert!(at("\n/srv/model.py (your code): 1 site, 1 break") < at("break at 13"));
+        assert!(at("break at 13") < at("\nflashinfer: 1 site, 1 break"));
+        assert!(at("\nflashinfer: 1 site, 1 break") < at("break at 10"));
+        // Numbered in the order shown; surveyed sites marked, the other not.
+        assert!(
+            out.contains("  3       1  -         no        gb0124      break at 13"),
+            "{out}"
+        );
+        assert!(
+            out.contains("  4       1  -         no        gb0124*     break at 10"),
+            "{out}"
+        );
+        assert!(out.contains("type* = met by a fullgraph=True compile that survey mode carried on"));
+        let json: serde_json::Value = serde_json::from_str(&render_json(&m).unwrap()).unwrap();
+        let sites = json["sites"].as_array().unwrap();
+        assert!(sites.iter().all(|s| s["owner"].is_string()), "{json}");
+        assert_eq!(json["owners"][0]["owner"], "sglang");
+        assert_eq!(json["owners"][0]["sites"], 2);
+        assert_eq!(json["owners"][1]["owner"], "/srv/model.py");
+        // The per-process summary keeps its limit across groups.
+        let short = render_summary(&m.sites, 2);
+        assert!(
+            short.contains("break at 11") && short.contains("break at 12"),
+            "{short}"
+        );
+        assert!(!short.contains("break at 10") && short.contains("... and 2 more site(s)"));
     }
 
     #[test]

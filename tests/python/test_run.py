@@ -442,10 +442,14 @@ def test_yes_no_variables_in_any_case_empty_is_unset(dynafold, value, passed):
 
 
 def test_yes_no_options_work_bare_or_with_equals(dynafold):
-    for args, expected in ((["--disable"], "1"), (["--disable=no"], "0"), (["--ops=OFF"], "0")):
+    for args, name, expected in ((["--disable"], "DYNAFOLD_DISABLE", "1"),
+                                 (["--disable=no"], "DYNAFOLD_DISABLE", "0"),
+                                 (["--ops=OFF"], "DYNAFOLD_OPS", "0"),
+                                 (["--survey"], "DYNAFOLD_SURVEY", "1"),
+                                 (["--survey=no"], "DYNAFOLD_SURVEY", "0")):
         r = run([dynafold, "run", *args, "--", PY, "-c", VARS], clean_env())
         assert r.returncode == 0, r.stderr.decode()
-        assert expected in dict(eval(lines(r, "VARS")[0])).values(), (args, r.stdout)
+        assert dict(eval(lines(r, "VARS")[0])).get(name) == expected, (args, r.stdout)
     r = run([dynafold, "run", "--disable=maybe", "--", PY, "-c", VARS], clean_env())
     assert r.returncode == 125 and b"VARS" not in r.stdout
     assert "--disable=\"maybe\" is not one of" in one_error_line(r)
@@ -453,6 +457,8 @@ def test_yes_no_options_work_bare_or_with_equals(dynafold):
     r = run([dynafold, "run", "--disable", "true", "--", PY, "-c", VARS], clean_env())
     assert r.returncode == 125 and b"VARS" not in r.stdout
     assert "--disable=true" in one_error_line(r)
+    r = run([dynafold, "run", "--survey", "yes", "--", PY, "-c", VARS], clean_env())
+    assert r.returncode == 125 and "--survey=yes" in one_error_line(r)
 
 
 def test_the_command_needs_no_double_dash(dynafold):

@@ -29,6 +29,7 @@ import pytest
 
 from conftest import CACHE, clean_env, results_of, run
 from test_fold import BASE_PATH, release_text, toolkit
+from test_survey import check_sglang_entry
 
 # The pins of scripts/lib/env.sh (SGLANG_VERSION, SGLANG_TORCH_VERSION, SGLANG_FLASHINFER).
 SGLANG, TORCH, FLASHINFER = "0.5.23", "2.14.1", "0.7.2"
@@ -161,3 +162,9 @@ def test_fp4_opaque_off_leaves_fp4s_declaration_dormant(preload, tmp_path):
     # Dynamo reached the built module's kernel call (the stand-in's opaque function), inside
     # FlashInfer's fp4_quantize_sm100 as shipped.
     assert "CpuFp4Module.fp4_quantize" in r["error"], r["error"]
+
+
+def test_sglang_compile_entry_under_survey(preload, tmp_path):
+    """SGLang 0.5.23's `install_torch_compiled` (tc_piecewise's) asks for fullgraph=True: survey
+    mode carries it on (torch 2.14.1)."""
+    check_sglang_entry(SGLANG_PYTHON, preload, tmp_path, SGLANG)

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import CACHE, clean_env, results_of, run
 from test_fold import BASE_PATH, release_text, toolkit
+from test_survey import check_sglang_entry
 
 # The pins of scripts/lib/env.sh (SGLANG0512_VERSION, SGLANG0512_TORCH_VERSION,
 # SGLANG0512_FLASHINFER).
@@ -105,3 +106,9 @@ def test_glm5_is_left_out_of_the_default_path(tmp_path):
     assert glm5["disable_default"] is False and llama["disable_default"] is False, result
     assert glm5["disable_piecewise_cuda_graph"] is True, glm5
     assert llama["disable_piecewise_cuda_graph"] is False, llama
+
+
+def test_sglang0512_compile_entry_under_survey(preload, tmp_path):
+    """SGLang 0.5.12's `install_torch_compiled` asks for fullgraph=True: survey mode carries it
+    on (torch 2.11.0)."""
+    check_sglang_entry(PYTHON, preload, tmp_path, SGLANG)

@@ -17,12 +17,15 @@ at its first NVFP4 linear; with dynafold Dynamo gets through both NVFP4 linears 
 indexer and stops in SGLang's own indexer (a host `.item()`), no FlashInfer frame in the
 failure. Its MoE layer, which that stop leaves untraced, is compiled alone, the same way.
 """
+import json
 import pathlib
+import subprocess
 
 import pytest
 
-from conftest import CACHE, clean_env, results_of, run
+from conftest import CACHE, DYNAFOLD, clean_env, results_of, run
 from test_fold import BASE_PATH, release_text, toolkit
+from test_survey import check_sglang_entry
 
 # The pins of scripts/lib/env.sh (SGLANG059_VERSION, SGLANG059_TORCH_VERSION, SGLANG059_FLASHINFER).
 SGLANG, TORCH, FLASHINFER = "0.5.9", "2.9.1", "0.6.3"
@@ -43,11 +46,11 @@ def inductor_cache(tmp_path_factory):
 
 @pytest.fixture
 def drive(tmp_path, inductor_cache):
-    return lambda arch, preload=None, model="llama": _drive(tmp_path, inductor_cache, arch,
-                                                            preload, model)
+    return lambda arch, preload=None, model="llama", **extra: _drive(
+        tmp_path, inductor_cache, arch, preload, model, extra)
 
 
-def _drive(tmp_path, inductor_cache, arch, preload, model):
+def _drive(tmp_path, inductor_cache, arch, preload, model, extra=None):
     for path, what in ((PYTHON, "the SGLang 0.5.9 environment"),
                        (FLASHINFER_DIR / ".complete", f"FlashInfer {FLASHINFER}")):
         assert path.exists(), f"{path} missing ({what}): run scripts/test"
@@ -67,6 +70,7 @@ def _drive(tmp_path, inductor_cache, arch, preload, model):
     )
     if preload:
         env["LD_PRELOAD"] = preload
+    env.update(extra or {})
     r = run([str(PYTHON), str(HELPER), arch, model], env, timeout=300, cwd=tmp_path)
     (result,) = results_of(r)
     err = r.stderr.decode()
@@ -226,3 +230,66 @@ def test_sm120_glm5_with_dynafold_stops_in_sglangs_dsa_indexer(drive, preload):
     assert "flashinfer" not in error.lower(), error
     assert [op.rsplit(".default", 1)[0] for op in r["traced_ops"]] == [
         FP4_OP.rsplit(".default", 1)[0], FP4_GEMM_OP] * 2, r["traced_ops"]
+
+
+
+# Issue 38: GLM-5 under survey mode (`dynafold run --survey`): the same start-up, one run.
+HADAMARD = "sglang/jit_kernel/hadamard.py"
+
+
+def _survey(drive, preload, tmp_path, **settings):
+    reports = tmp_path / "reports"
+    r, err = drive("sm120", preload, model="glm5", DYNAFOLD_SURVEY="1",
+                   DYNAFOLD_REPORT_DIR=str(reports), **settings)
+    # One warning line from the one process that compiled, saying what survey mode did.
+    assert err.count("survey mode (DYNAFOLD_SURVEY): a compile that asked for fullgraph=True "
+                     "carries on past its graph breaks") == 1, err[-3000:]
+    report = subprocess.run([str(DYNAFOLD), "report", str(reports), "--json"],
+                            capture_output=True, check=True)
+    sites = json.loads(report.stdout)["sites"]
+    table = subprocess.run([str(DYNAFOLD), "report", str(reports)], capture_output=True,
+                           check=True).stdout.decode()
+    (tmp_path.parent / f"{tmp_path.name}.table.txt").write_text(table)
+    # Every site was met by the fullgraph=True compile survey mode carried on, and names its
+    # owner.
+    assert sites and all(s["survey"] and s["owner"] for s in sites), sites
+    return r, err, sites, table
+
+
+def _where(site):
+    """Where a site broke: its innermost frame."""
+    frame = site["record"]["library_frame"] or site["record"]["user_frame"]
+    return f"{frame['file']}:{frame['line']}"
+
+
+def test_sm120_glm5_survey_lists_every_stop_in_one_run(drive, preload, tmp_path):
+    """With dynafold and survey mode, the trace goes on past the DSA indexer's host `.item()`
+    (nsa_indexer.py:962), met once from each frame Dynamo compiles on the way down to it, and
+    meets the next stop in the same run: the indexer's Hadamard transform, SGLang's own JIT
+    kernel (sglang/jit_kernel/hadamard.py), which on this CPU refuses the tensor where a GPU
+    would go on into SGLang's JIT loader; the run ends there, in SGLang's code. Every stop is
+    SGLang's: none is FlashInfer's."""
+    r, err, sites, table = _survey(drive, preload, tmp_path)
+    assert {s["owner"] for s in sites} == {"sglang"}, table
+    item = [s for s in sites if _where(s).endswith("nsa_indexer.py:962")]
+    assert item and all(s["record"]["break_type"] == "gb0124" for s in item), table
+    assert any(HADAMARD in _where(s) for s in sites), table
+    assert "hadamard_transform only supports CUDA tensors" in r["error"], r["error"]
+    assert "by owner: sglang" in table and "Tensor.item()" in table, table
+
+
+def test_sm120_glm5_survey_with_ops_off_shows_flashinfers_stops_too(drive, preload, tmp_path):
+    """With FlashInfer's declarations left dormant (`--ops=no`), the same run first meets
+    FlashInfer's own stops inside `fp4_quantize` (its JIT loader), then SGLang's."""
+    r, err, sites, table = _survey(drive, preload, tmp_path, DYNAFOLD_OPS="0")
+    owners = {s["owner"] for s in sites}
+    assert {"flashinfer", "sglang"} <= owners, table
+    flashinfer = [s for s in sites if s["owner"] == "flashinfer"]
+    assert all("/flashinfer/" in _where(s) or s["record"]["via_frame"] for s in flashinfer), table
+    assert any(_where(s).endswith("nsa_indexer.py:962") for s in sites), table
+
+
+def test_sglang059_compile_entry_under_survey(preload, tmp_path):
+    """SGLang 0.5.9's `install_torch_compiled` asks for fullgraph=True: survey mode carries it
+    on (torch 2.9.1)."""
+    check_sglang_entry(PYTHON, preload, tmp_path, SGLANG)

@@ -421,6 +421,7 @@ def test_sglang_server_torch_compile(servers):
         record = site["record"]
         innermost = (record["library_frame"] or record["user_frame"])["file"]
         assert "/sglang/srt/layers/layer_boundary/" in innermost, record
+        assert site["owner"] == "sglang", site
     assert "dynafold: 25 graph breaks at 20 sites from" in log
 
 

@@ -1,6 +1,7 @@
-//! Python helpers shipped inside the library (`hooks/glue/`, `hooks/observer/`), run once per process as
-//! private modules. Their compiled code goes through dynafold's bytecode cache: compiling the
-//! observer alone costs 10+ ms, paid by every process that imports `torch._dynamo`.
+//! Python helpers shipped inside the library (`hooks/glue/`, `hooks/observer/`, `hooks/survey/`),
+//! run once per process as private modules. Their compiled code goes through dynafold's bytecode
+//! cache: compiling the observer alone costs 10+ ms, paid by every process that imports
+//! `torch._dynamo`.
 
 use std::ffi::CStr;
 

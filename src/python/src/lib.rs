@@ -1,7 +1,7 @@
 //! `libdynafold_python.so`: the Python side of dynafold, loaded by `libdynafold.so` once the
 //! interpreter is up. It installs `DynafoldFinder` at `sys.meta_path[0]`, keeps it there,
 //! rewrites FlashInfer's target modules as they are imported, and starts the graph-break
-//! observer when `torch._dynamo` is imported.
+//! observer (and, when asked, survey mode) when `torch._dynamo` is imported.
 //!
 //! Everything exported here is called from C with the GIL held: no panic may cross the
 //! boundary and no Python exception may be left set.
@@ -21,3 +21,4 @@ mod overhead;
 mod post_import;
 mod reporter;
 mod spec_loaders;
+mod survey;

@@ -50,6 +50,9 @@ pub fn after_import(py: Python<'_>, name: &str, module: &Bound<'_, PyAny>) -> Py
                 "starting the graph-break observer",
                 || crate::reporter::install_observer(py),
             )?;
+            step(py, Part::Observer, "starting survey mode", || {
+                crate::survey::install(py)
+            })?;
             step(py, Part::Ops, "arming FlashInfer's op declarations", || {
                 crate::dormant_ops::arm(py)
             })

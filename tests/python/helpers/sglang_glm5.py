@@ -123,6 +123,8 @@ def glm5_case(release, arch, args, quantized, facts):
     after_eager_forwards(model)
     # -- stand-in 14: the DSA indexers run their CUDA path
     derived["indexers"] = standins.indexer_forward_cuda(model)
+    # -- stand-in 15: the DSA indexer's rotary embedding, with its CUDA path's shapes
+    standins.indexer_rotary_on_cpu(model)
     # -- stand-in 13: the NSA backend's sgl_kernel modules (FlashMLA's scheduler metadata)
     standins.nsa_kernels()
     runner = model_runner(args, model_config, model)

@@ -96,8 +96,12 @@ or dynafold is replaced; each is a function of helpers/sglang_standins.py):
      shapes, read by FlashMLA's kernels only.
   14. (glm5) The DSA indexer's platform dispatch: SGLang picks `Indexer.forward_cuda` when it
      finds CUDA at import, and the indexer has no CPU path; each indexer runs `forward_cuda`.
+  15. (glm5) The DSA indexer's rotary embedding, as its CUDA path computes it: the CUDA kernel
+     rotates a [tokens, rope_dim] key whatever its rank, the native path (the CPU's) assumes
+     [tokens, heads, dim]; the native rotation runs on [tokens, 1, dim]. Reached only past the
+     indexer's `.item()`, under survey mode (test_sglang059.py).
 Stand-ins 1-4, 8 and 9 are installed below, before SGLang is imported; 5-7, 10 and 11 in
-helpers/sglang_piecewise_startup.py, which imports it; 12-14 in helpers/sglang_glm5.py.
+helpers/sglang_piecewise_startup.py, which imports it; 12-15 in helpers/sglang_glm5.py.
 """
 import dataclasses
 import sys

@@ -307,3 +307,25 @@ def indexer_forward_cuda(model):
     for indexer in indexers:
         indexer._forward_method = indexer.forward_cuda
     return len(indexers)
+
+
+def indexer_rotary_on_cpu(model):
+    """The DSA indexer's rotary embedding as its CUDA path computes it: on the GPU SGLang's
+    `forward_cuda` rotates a key of shape [tokens, rope_dim] in place with a kernel, whatever
+    its rank; its native path, the only one on a CPU, assumes [tokens, heads, dim] and
+    broadcasts a 2-D key to 3-D. The stand-in runs the native rotation on [tokens, 1, dim] and
+    gives the shapes back. Returns how many it replaced."""
+    from sglang.srt.layers.attention.nsa.nsa_indexer import Indexer
+
+    count = 0
+    for indexer in (m for m in model.modules() if isinstance(m, Indexer)):
+        rope = indexer.rotary_emb
+
+        def rotate(positions, query, key, offsets=None, rope=rope):
+            q, k = rope.forward_native(positions, query.unsqueeze(-2), key.unsqueeze(-2),
+                                       offsets)
+            return q.squeeze(-2), k.squeeze(-2)
+
+        rope._forward_method = rotate
+        count += 1
+    return count
