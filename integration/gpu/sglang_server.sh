@@ -79,10 +79,13 @@ step() {  # CONFIG MODE
   case $config in
     a) ;;
     b) args+=(--enable-torch-compile --torch-compile-max-bs 2) ;;
-    c) model=$state/models/qwen3-fp8-block; args+=(--fp8-gemm-backend flashinfer_deepgemm) ;;
+    # FlashInfer's SM90 block-scale GEMM JIT-builds a DeepGEMM kernel per shape it meets: fewer
+    # capture sizes keep the first start inside one call.
+    c) model=$state/models/qwen3-fp8-block
+       args+=(--fp8-gemm-backend flashinfer_deepgemm --cuda-graph-max-bs 16 --piecewise-cuda-graph-max-tokens 512) ;;
     *) log "unknown configuration $config"; return 1 ;;
   esac
-  [ "$mode" = dynafold ] && wrap=("$root/target/release/dynafold" run --report-dir "$dir/report" --)
+  [ "$mode" = dynafold ] && wrap=("$root/target/release/dynafold" run --log info --report-dir "$dir/report" --)
   log "== $config $mode: ${wrap[*]} python3 -m sglang.launch_server --model-path $model ${args[*]}"
   # Each run compiles into caches of its own, so that what inductor and SGLang wrote is this run's.
   SGLANG_CACHE_DIR=$dir/sglang-cache TORCHINDUCTOR_CACHE_DIR=$state/inductor-$config-$mode \

@@ -68,6 +68,11 @@ def streamed(port, ids):
     return seen, first - start, (last - first) / (seen - 1)
 
 
+def median_ms(seconds):
+    seconds = list(seconds)
+    return round(statistics.median(seconds) * 1e3, 3) if seconds else None
+
+
 def load(port):
     run_load(port, prompts(WARMUP, seed=41))
     return run_load(port, prompts(REQUESTS, seed=42))
@@ -101,8 +106,8 @@ def run_load(port, work):
     return {"clients": CLIENTS, "requests": REQUESTS, "failed_requests": len(failures),
             "failures": failures[:5], "wall_s": round(wall, 3), "output_tokens": tokens,
             "tok_s": round(tokens / wall, 1),
-            "ttft_ms": round(statistics.median(r[1] for r in results) * 1e3, 2) if results else None,
-            "itl_ms": round(statistics.median(r[2] for r in results) * 1e3, 3) if results else None}
+            "ttft_ms": median_ms(r[1] for r in results),
+            "itl_ms": median_ms(r[2] for r in results)}
 
 
 if __name__ == "__main__":

@@ -46,7 +46,10 @@ def weights(cfg, seed=0):
     def rand(*shape, std=0.02):
         return (torch.randn(*shape, generator=g) * std).to(torch.bfloat16)
 
-    out = {"model.embed_tokens.weight": rand(v, h), "model.norm.weight": torch.ones(h, dtype=torch.bfloat16),
+    def ones(n):
+        return torch.ones(n, dtype=torch.bfloat16)
+
+    out = {"model.embed_tokens.weight": rand(v, h), "model.norm.weight": ones(h),
            "lm_head.weight": rand(v, h)}
     for n in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{n}."
@@ -55,8 +58,7 @@ def weights(cfg, seed=0):
             p + "self_attn.v_proj.weight": rand(kv, h), p + "self_attn.o_proj.weight": rand(h, q),
             p + "mlp.gate_proj.weight": rand(i, h), p + "mlp.up_proj.weight": rand(i, h),
             p + "mlp.down_proj.weight": rand(h, i),
-            p + "input_layernorm.weight": torch.ones(h, dtype=torch.bfloat16),
-            p + "post_attention_layernorm.weight": torch.ones(h, dtype=torch.bfloat16),
+            p + "input_layernorm.weight": ones(h), p + "post_attention_layernorm.weight": ones(h),
         })
     return out
 
@@ -77,7 +79,8 @@ def write(path, cfg, tensors):
         json.dump(cfg, f, indent=1)
     with open(os.path.join(path, "generation_config.json"), "w") as f:
         json.dump({"bos_token_id": 1, "eos_token_id": 2}, f)
-    save_file({k: t.contiguous() for k, t in tensors.items()}, os.path.join(path, "model.safetensors"))
+    save_file({k: t.contiguous() for k, t in tensors.items()},
+              os.path.join(path, "model.safetensors"))
 
 
 def main(out):
@@ -87,7 +90,8 @@ def main(out):
                  attention_bias=False, quantization_config=FP8_QUANT)
     for n in range(CONFIG["num_hidden_layers"]):
         for norm in ("q_norm", "k_norm"):
-            w[f"model.layers.{n}.self_attn.{norm}.weight"] = torch.ones(CONFIG["head_dim"], dtype=torch.bfloat16)
+            w[f"model.layers.{n}.self_attn.{norm}.weight"] = torch.ones(
+                CONFIG["head_dim"], dtype=torch.bfloat16)
     quantized = {}
     for name, t in w.items():
         if name.endswith("_proj.weight"):
