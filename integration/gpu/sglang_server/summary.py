@@ -72,8 +72,8 @@ def main(argv):
     for r in runs.values():
         plain = runs.get(f"{r['config']}-plain")
         if r["dynafold"] and plain:
-            ratios[r["config"]] = {k: round(r[k] / plain[k], 3) for k in ("tok_s", "ttft_ms", "itl_ms")
-                                   if r.get(k) and plain.get(k)}
+            keys = [k for k in ("tok_s", "ttft_ms", "itl_ms") if r.get(k) and plain.get(k)]
+            ratios[r["config"]] = {k: round(r[k] / plain[k], 3) for k in keys}
     gpu = next((line.split(",")[0] for line in env.splitlines() if "NVIDIA" in line), None)
     print(json.dumps({
         "gpu": gpu, "sglang": versions.get("sglang"), "torch": versions.get("torch"),
