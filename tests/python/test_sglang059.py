@@ -63,6 +63,8 @@ def _drive(tmp_path, inductor_cache, arch, preload, model, extra=None):
         FLASHINFER_CUDA_ARCH_LIST={"sm120": "12.0a", "sm100": "10.0a"}[arch],
         FLASHINFER_WORKSPACE_BASE=str(tmp_path / "flashinfer-workspace"),
         SGLANG_CACHE_DIR=str(tmp_path / "sglang-cache"),
+        # tvm_ffi's JIT build folders (SGLang's Hadamard kernel, stand-in 18), else ~/.cache.
+        TVM_FFI_CACHE_DIR=str(tmp_path / "tvm-ffi-cache"),
         # SGLang's own switch for running on a CPU (its CPU server sets it too).
         SGLANG_USE_CPU_ENGINE="1",
         TORCHINDUCTOR_CACHE_DIR=str(inductor_cache),
@@ -265,16 +267,32 @@ def _where(site):
 def test_sm120_glm5_survey_lists_every_stop_in_one_run(drive, preload, tmp_path):
     """With dynafold and survey mode, the trace goes on past the DSA indexer's host `.item()`
     (nsa_indexer.py:962), met once from each frame Dynamo compiles on the way down to it, and
-    meets the next stop in the same run: the indexer's Hadamard transform, SGLang's own JIT
-    kernel (sglang/jit_kernel/hadamard.py), which on this CPU refuses the tensor where a GPU
-    would go on into SGLang's JIT loader; the run ends there, in SGLang's code. Every stop is
-    SGLang's: none is FlashInfer's."""
+    on through the indexer's Hadamard transform, SGLang's own JIT kernel
+    (sglang/jit_kernel/hadamard.py: its `is_cuda` check passes and its built module runs on the
+    CPU, stand-ins 16-18), listing its stops: the kernel folder's `Path.resolve()` in
+    `_jit_hadamard_module` (posix.lstat) and the built module's call. The run ends at the
+    indexer's next kernel, SGLang's triton `act_quant`, which this CPU cannot launch: the
+    triton sites before it are this CPU's (without a GPU, Dynamo does not treat a triton kernel
+    as one). None is FlashInfer's."""
     r, err, sites, table = _survey(drive, preload, tmp_path)
-    assert {s["owner"] for s in sites} == {"sglang"}, table
+    assert {s["owner"] for s in sites} == {"sglang", "triton"}, table
     item = [s for s in sites if _where(s).endswith("nsa_indexer.py:962")]
     assert item and all(s["record"]["break_type"] == "gb0124" for s in item), table
-    assert any(HADAMARD in _where(s) for s in sites), table
-    assert "hadamard_transform only supports CUDA tensors" in r["error"], r["error"]
+    # The Hadamard JIT module, built once (no toolkit ran: stand-in 18), after the loader's
+    # file-system stop, met from each frame Dynamo compiled on the way down to it.
+    assert len(r["hadamard_built"]) == 1, r
+    assert r["hadamard_built"][0].startswith("sgl_kernel_jit_hadamard_bf16_t_"), r
+    resolve = [s for s in sites if "posix.lstat" in s["record"]["reason"]]
+    assert len(resolve) >= 2 and all(
+        HADAMARD in s["record"]["user_frame"]["file"]
+        or HADAMARD in (s["record"]["via_frame"] or {}).get("file", "") for s in resolve), table
+    kernel_call = f"{HADAMARD}:48"  # module.hadamard_transform(x, out, scale)
+    assert any(_where(s).endswith(kernel_call) for s in sites), table
+    # SGLang's JIT loader reads the current device as Dynamo folds it: no stop there.
+    assert "_get_cuda_arch_list" not in table, table
+    # Where the CPU run ends: triton's launcher for act_quant finds no GPU driver.
+    assert "0 active drivers" in r["error"], r["error"]
+    assert all("triton/" in _where(s) for s in sites if s["owner"] == "triton"), table
     assert "by owner: sglang" in table and "Tensor.item()" in table, table
 
 

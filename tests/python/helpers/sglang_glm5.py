@@ -127,6 +127,13 @@ def glm5_case(release, arch, args, quantized, facts):
     standins.indexer_rotary_on_cpu(model)
     # -- stand-in 13: the NSA backend's sgl_kernel modules (FlashMLA's scheduler metadata)
     standins.nsa_kernels()
+    # -- stand-in 16: `x.is_cuda` inside SGLang's Hadamard kernel wrappers, as on the GPU
+    standins.hadamard_is_cuda()
+    # -- stand-in 17: the current CUDA device, which SGLang's JIT loader reads
+    standins.cuda_current_device()
+    # -- stand-in 18: the built Hadamard module (the indexer's rotate_activation)
+    facts["hadamard_built"] = standins.tvm_ffi_jit(
+        "sgl_kernel_jit_hadamard_", {"hadamard_transform": standins.hadamard_cpu})
     runner = model_runner(args, model_config, model)
     derived["attn_backend"] = type(runner.attn_backend).__name__
     derived["kv_pool"] = f"{type(runner.token_to_kv_pool).__name__} {runner.kv_cache_dtype}"

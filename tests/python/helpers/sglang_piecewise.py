@@ -99,9 +99,23 @@ or dynafold is replaced; each is a function of helpers/sglang_standins.py):
   15. (glm5) The DSA indexer's rotary embedding, as its CUDA path computes it: the CUDA kernel
      rotates a [tokens, rope_dim] key whatever its rank, the native path (the CPU's) assumes
      [tokens, heads, dim]; the native rotation runs on [tokens, 1, dim]. Reached only past the
-     indexer's `.item()`, under survey mode (test_sglang059.py).
+     indexer's `.item()`, under survey mode (test_sglang059.py), as are 16-18.
+  16. (glm5) `x.is_cuda` inside SGLang's Hadamard kernel wrappers (sglang/jit_kernel/
+     hadamard.py, which raise for a tensor not on CUDA), as Dynamo answers it
+     (`TensorVariable.method_attr_is_cuda`): True for a CPU tensor in that module's frames
+     only, as for the GPU's tensor.
+  17. (glm5) `torch.cuda.current_device` answers 0 (SGLang's JIT loader reads the GPU's
+     architecture, `_get_cuda_arch_list`), registered with Dynamo as the real one is: folded
+     into a constant, guarded.
+  18. (glm5) tvm_ffi's build and load of SGLang's Hadamard JIT module, at the two calls that
+     need the toolkit and the GPU: the ninja + nvcc build compiles nothing, and the C loader
+     (`_ffi_api.ModuleLoadFromFile` / `ModuleGlobalsAdd`) returns a CPU module whose
+     `hadamard_transform(x, out, scale)` writes what the kernel writes (the Walsh-Hadamard
+     transform of each row, Sylvester order, times `scale`, in fp32, cast to `out`'s dtype),
+     opaque to Dynamo as the C loader and tvm_ffi's functions are. SGLang's `load_jit`,
+     tvm_ffi's `load_inline` and `load_module` run as shipped.
 Stand-ins 1-4, 8 and 9 are installed below, before SGLang is imported; 5-7, 10 and 11 in
-helpers/sglang_piecewise_startup.py, which imports it; 12-15 in helpers/sglang_glm5.py.
+helpers/sglang_piecewise_startup.py, which imports it; 12-18 in helpers/sglang_glm5.py.
 """
 import dataclasses
 import sys

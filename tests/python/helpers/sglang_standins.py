@@ -329,3 +329,98 @@ def indexer_rotary_on_cpu(model):
         rope._forward_method = rotate
         count += 1
     return count
+
+
+def hadamard_is_cuda():
+    """`x.is_cuda` as Dynamo answers it inside SGLang's Hadamard JIT kernel wrappers
+    (sglang/jit_kernel/hadamard.py, which refuse a tensor that is not on CUDA): True for a CPU
+    tensor there, as for the GPU's tensor; everywhere else Dynamo's own answer. Dynamo answers
+    the attribute from the tensor's device (`TensorVariable.method_attr_is_cuda`), never
+    through Python, so the answer is given there, for that module's frames only. An eager
+    call still refuses the CPU tensor (the GLM-5 runs make none: they reach these wrappers only
+    in frames Dynamo compiles)."""
+    from torch._dynamo.variables.constant import ConstantVariable
+    from torch._dynamo.variables.tensor import TensorVariable
+
+    dynamo_is_cuda = TensorVariable.method_attr_is_cuda
+
+    def is_cuda(self, tx):
+        if (tx.f_globals.get("__name__") == "sglang.jit_kernel.hadamard"
+                and self.device is not None and self.device.type == "cpu"):
+            return ConstantVariable.create(True)
+        return dynamo_is_cuda(self, tx)
+
+    TensorVariable.method_attr_is_cuda = is_cuda
+
+
+def cuda_current_device():
+    """`torch.cuda.current_device` answers device 0 (SGLang's JIT loader reads the GPU's
+    architecture from it, `_get_cuda_arch_list`; without a GPU it raises). Dynamo folds the
+    real function into a constant, guarded on its answer; the stand-in is registered with it
+    the same way, so a trace meets it as it meets the real one."""
+    from torch._dynamo.variables import torch as dynamo_torch
+
+    def current_device():
+        return 0
+
+    torch.cuda.current_device = current_device
+    dynamo_torch.constant_fold_functions[current_device] = None
+    dynamo_torch.constant_fold_functions_need_guards[current_device] = None
+
+
+def hadamard_cpu(x, out, scale):
+    """The built Hadamard module's `hadamard_transform(x, out, scale)` (SGLang's port of
+    fast-hadamard-transform): `out` = the Walsh-Hadamard transform of each row of `x`, in
+    Sylvester (natural) order, times `scale`, computed in fp32 and written in `out`'s dtype."""
+    dim = x.shape[-1]
+    if dim & (dim - 1):
+        raise NotImplementedError("CPU stand-in: a power-of-2 width only")
+    y = x.float().reshape(-1, dim)
+    h = 1
+    while h < dim:
+        # Each block of 2h: (a, b) -> (a + b, a - b), a the first half, b the second.
+        y = y.reshape(y.shape[0], dim // (2 * h), 2, h)
+        y = torch.stack((y[:, :, 0] + y[:, :, 1], y[:, :, 0] - y[:, :, 1]), dim=2)
+        h *= 2
+    out.copy_((y.reshape(out.shape) * scale).to(out.dtype))
+
+
+def tvm_ffi_jit(prefix, functions):
+    """tvm_ffi's build and load of the JIT modules whose name starts with `prefix`, at the two
+    calls that need the toolkit and the GPU: the ninja + nvcc build
+    (`tvm_ffi.cpp.extension.build_ninja`) compiles nothing, and the C loader tvm_ffi's
+    `load_module` calls (`_ffi_api.ModuleLoadFromFile`, then `ModuleGlobalsAdd`) returns
+    `functions` (export name -> a CPU function). The loader and the functions are opaque to
+    Dynamo, as the C loader and the built module's tvm_ffi functions are. Everything above
+    (SGLang's `load_jit`, tvm_ffi's `load_inline` and `load_module`: the source hash, the build
+    folder, build.ninja) runs as shipped. Returns the list of module folders built, in order."""
+    import os
+
+    from tvm_ffi import _ffi_api
+    from tvm_ffi.cpp import extension
+
+    ffi_build = extension.build_ninja
+    ffi_load, ffi_keep = _ffi_api.ModuleLoadFromFile, _ffi_api.ModuleGlobalsAdd
+    module = types.SimpleNamespace(**{name: torch._dynamo.disable(fn)
+                                      for name, fn in functions.items()})
+    built = []
+
+    def build_ninja(build_dir, *args, **kwargs):
+        if not os.path.basename(build_dir).startswith(prefix):
+            return ffi_build(build_dir, *args, **kwargs)
+        built.append(os.path.basename(build_dir))  # nothing to compile: the module is CPU Python
+
+    @torch._dynamo.disable
+    def load_from_file(path, *args):
+        if not os.path.basename(os.path.dirname(path)).startswith(prefix):
+            return ffi_load(path, *args)
+        return module
+
+    @torch._dynamo.disable
+    def keep_alive(mod, *args):
+        if mod is not module:
+            return ffi_keep(mod, *args)
+
+    extension.build_ninja = build_ninja
+    _ffi_api.ModuleLoadFromFile, _ffi_api.ModuleGlobalsAdd = load_from_file, keep_alive
+    return built
