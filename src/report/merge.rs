@@ -9,8 +9,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::covered::is_covered;
-use super::record::{Line, ProcessLine, Record, SiteKey};
-use super::runs::{select, was_disabled};
+use super::record::{Gap, GapLine, Line, ProcessLine, Record, SiteKey};
+use super::runs::{select, utc_time, was_disabled};
 
 /// One site across every process that hit it.
 #[derive(Clone, Debug, Serialize)]
@@ -97,6 +97,9 @@ pub struct Merged {
     /// `*.jsonl` entries left out or cut short, each with why: one bad entry (a symlink, a
     /// FIFO, an unreadable or oversized file) must not cost the rest of the run its summary.
     pub skipped: Vec<String>,
+    /// Break lines a process could not write (a full disk) or whose file was removed while it
+    /// ran, one sentence per file and event, as the files' gap lines say (`append.rs`).
+    pub missing: Vec<String>,
     /// The run of `dynafold run` these reports come from (`runs::select`).
     pub run: Option<String>,
     /// The folder's other, older runs, not merged.
@@ -257,10 +260,10 @@ pub fn merge_texts(inputs: Vec<(String, String)>) -> Merged {
     let mut merged = Merged::default();
     let mut sites: BTreeMap<SiteKey, Site> = BTreeMap::new();
     for (name, text) in inputs {
-        let (per_file, watched, torn, bad) = read_file(&text);
+        let (per_file, watched, torn, bad, gaps) = read_file(&text);
         // A process's file starts with its process line (sink.rs), so a file with neither that
         // nor a record is not a process: junk, or one killed before its first line was out.
-        if per_file.is_empty() && !watched {
+        if per_file.is_empty() && !watched && gaps.is_empty() {
             merged.skipped.push(format!(
                 "{name}: not a report: no record in it ({})",
                 match (torn, bad) {
@@ -273,6 +276,7 @@ pub fn merge_texts(inputs: Vec<(String, String)>) -> Merged {
         }
         merged.torn_lines += torn;
         merged.bad_lines += bad;
+        merged.missing.extend(missing_lines(&name, &gaps));
         merged.files.push(name);
         for (key, (count, host, lines)) in per_file {
             let mut lines = lines.into_iter();
@@ -297,6 +301,42 @@ pub fn merge_texts(inputs: Vec<(String, String)>) -> Merged {
     merged
 }
 
+/// What a file's gap lines say is missing. A gap that says lines stop here, followed by one
+/// that counts them once writing resumed, is one event: the count is said.
+fn missing_lines(name: &str, gaps: &[Gap]) -> Vec<String> {
+    let mut events: Vec<&Gap> = Vec::new();
+    for g in gaps {
+        if g.lost.is_some()
+            && events
+                .last()
+                .is_some_and(|l| l.lost.is_none() && !l.removed)
+        {
+            events.pop();
+        }
+        events.push(g);
+    }
+    events
+        .into_iter()
+        .map(|g| match g.lost {
+            _ if g.removed => format!(
+                "{name}: opened anew at {}: {}; its breaks before then are lost, and sites met only before then are not in this report",
+                utc_time(g.time),
+                g.why
+            ),
+            Some(n) => format!(
+                "{name}: {n} break line{} not written ({}); the counts are right again from the site's next break",
+                if n == 1 { "" } else { "s" },
+                g.why
+            ),
+            None => format!(
+                "{name}: break lines not written from {} on ({}); this process's counts are a lower bound",
+                utc_time(g.time),
+                g.why
+            ),
+        })
+        .collect()
+}
+
 pub fn sort_sites(sites: &mut [Site]) {
     sites.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
 }
@@ -305,9 +345,10 @@ type PerFile = BTreeMap<SiteKey, (u64, String, Vec<Record>)>;
 
 /// Per site in one process file: the highest running count seen (lines may be lost only at
 /// the end), the host, and the records (first one first); then whether it holds a process
-/// line, and its torn and bad line counts.
-fn read_file(text: &str) -> (PerFile, bool, usize, usize) {
+/// line, its torn and bad line counts, and its gap lines.
+fn read_file(text: &str) -> (PerFile, bool, usize, usize, Vec<Gap>) {
     let (mut watched, mut torn, mut bad) = (false, 0, 0);
+    let mut gaps = Vec::new();
     let mut out: PerFile = BTreeMap::new();
     let last = text.lines().filter(|l| !l.trim().is_empty()).count();
     for (i, raw) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
@@ -319,6 +360,12 @@ fn read_file(text: &str) -> (PerFile, bool, usize, usize) {
         }
         let line: Line = match serde_json::from_str(raw) {
             Ok(l) => l,
+            Err(_) if raw.contains("\"gap\"") && serde_json::from_str::<GapLine>(raw).is_ok() => {
+                if let Ok(g) = serde_json::from_str::<GapLine>(raw) {
+                    gaps.push(g.gap);
+                }
+                continue;
+            }
             Err(_) if i + 1 == last && !text.ends_with('\n') => {
                 torn += 1;
                 continue;
@@ -334,7 +381,7 @@ fn read_file(text: &str) -> (PerFile, bool, usize, usize) {
         entry.0 = entry.0.max(line.count);
         entry.2.push(line.record);
     }
-    (out, watched, torn, bad)
+    (out, watched, torn, bad, gaps)
 }
 
 #[cfg(test)]
@@ -428,6 +475,48 @@ mod tests {
         );
         assert!(m.skipped[1].starts_with("empty.jsonl") && m.skipped[1].contains("empty"));
         assert!(m.skipped[2].starts_with("torn.jsonl") && m.skipped[2].contains("torn"));
+    }
+
+    #[test]
+    fn gap_lines_say_what_is_missing_per_file() {
+        let gap = |lost: Option<u64>, removed: bool| {
+            let g = GapLine {
+                v: 1,
+                gap: Gap {
+                    lost,
+                    why: "No space left on device (os error 28)".into(),
+                    time: 1_796_107_286.0,
+                    removed,
+                },
+            };
+            serde_json::to_string(&g).unwrap()
+        };
+        // Disk full, then space again: one event, counted.
+        let resumed = format!(
+            "{}\n{}\n{}\n{}\n",
+            line(1, None, 1, 1),
+            gap(None, false),
+            gap(Some(3), false),
+            line(1, None, 1, 5)
+        );
+        // Disk full to the end.
+        let still = format!("{}\n{}\n", line(2, None, 1, 1), gap(None, false));
+        // Opened anew after its folder was removed: a gap line, then the counts go on.
+        let anew = format!("{}\n{}\n", gap(None, true), line(3, None, 1, 4));
+        let m = merge_texts(vec![
+            ("a".into(), resumed),
+            ("b".into(), still),
+            ("c".into(), anew),
+        ]);
+        assert_eq!((m.processes(), m.total, m.bad_lines), (3, 10, 0));
+        assert_eq!(m.missing.len(), 3, "{:#?}", m.missing);
+        assert!(m.missing[0].starts_with("a: 3 break lines not written (No space"));
+        assert!(
+            m.missing[1].starts_with("b: break lines not written from 2026-12-01 06:41:26 UTC on")
+        );
+        assert!(m.missing[2].starts_with("c: opened anew at 2026-12-01 06:41:26 UTC"));
+        let table = crate::report::table::render(&m);
+        assert!(table.contains("  missing a: 3 break lines"), "{table}");
     }
 
     #[test]

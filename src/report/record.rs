@@ -203,6 +203,35 @@ pub struct Process {
     pub time: f64,
 }
 
+/// A line saying that break lines are missing from its file: written by a process whose write
+/// failed (a full disk) or whose earlier file was removed while it ran (`append.rs`). The
+/// merge turns these into the report's "missing" lines, so a report never looks complete
+/// when it is not.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GapLine {
+    #[serde(default = "one")]
+    pub v: u32,
+    pub gap: Gap,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Gap {
+    /// How many break lines were not written; `None`: not known yet, lines stop here (the
+    /// write failing now is the first of them).
+    #[serde(default)]
+    pub lost: Option<u64>,
+    /// The error, as the system gave it (`No space left on device (os error 28)`).
+    #[serde(default)]
+    pub why: String,
+    /// Seconds since the epoch.
+    #[serde(default)]
+    pub time: f64,
+    /// The process's earlier file was removed (its folder deleted) while it ran, and this
+    /// file was opened anew: what the earlier file held is gone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub removed: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,6 +35,19 @@ pub fn run_name(now: SystemTime, pid: u32) -> String {
     )
 }
 
+/// Seconds since the epoch as `2026-12-04 21:50:01 UTC`, for the report's sentences.
+pub fn utc_time(secs: f64) -> String {
+    let secs = secs.max(0.0) as u64;
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    let s = secs % 86_400;
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    )
+}
+
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -122,6 +135,11 @@ mod tests {
         // A run named directly is read as it is.
         let one = select(&s.dir).unwrap();
         assert_eq!((one.dir, one.run), (s.dir.clone(), s.run.clone()));
+    }
+
+    #[test]
+    fn utc_times_read_as_dates() {
+        assert_eq!(utc_time(1_796_107_286.5), "2026-12-01 06:41:26 UTC");
     }
 
     #[test]

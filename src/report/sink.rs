@@ -6,23 +6,22 @@
 //! One line per occurrence (not per new site): each line carries the site's running count in
 //! this process, so the file is append-only, every line stands alone, and a process killed at
 //! any point leaves at worst one torn last line. Lines are written with a single `write` on
-//! an unbuffered file, so nothing waits in a buffer when the process dies.
+//! an unbuffered file, so nothing waits in a buffer when the process dies. A full disk or a
+//! removed folder is `append.rs`'s business: the file says what it is missing.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use dashmap::DashMap;
 
+use super::append::ReportFile;
 use super::merge::Site;
 use super::record::{Line, Process, ProcessLine, Record, SiteKey};
 
-/// Attempts at a fresh name when `dynafold-<host>-<pid>.jsonl` already exists (a pid reused
-/// from an earlier run into the same directory).
-const NAME_ATTEMPTS: u32 = 100;
+/// What a process does when a line did not go out: the file says so (`append.rs`).
+const LOSING: &str = "trying again at the next break; `dynafold report` will say what is missing";
 
 pub struct Recorder {
     /// The process whose breaks `sites` and `file` hold: a forked child inherits both, and
@@ -37,7 +36,7 @@ pub struct Recorder {
 
 enum FileState {
     NotOpened,
-    Open { file: File, path: PathBuf },
+    Open(ReportFile),
     Failed,
 }
 
@@ -102,7 +101,7 @@ impl Recorder {
     pub fn path(&self) -> Option<PathBuf> {
         self.forget_parent_after_fork();
         match &*self.file.lock().ok()? {
-            FileState::Open { path, .. } => Some(path.clone()),
+            FileState::Open(file) => Some(file.path().to_path_buf()),
             _ => None,
         }
     }
@@ -158,13 +157,20 @@ impl Recorder {
         if !matches!(state, FileState::NotOpened) {
             return;
         }
-        *state = match self.dir.as_deref().map(|d| open_report_file(d, &self.host)) {
-            Some(Ok((file, path))) => FileState::Open { file, path },
-            Some(Err(e)) => {
-                self.warn_once(&e);
-                FileState::Failed
+        *state = self.open_new();
+    }
+
+    /// A new file with its process line (`FileState::Failed` when the folder refuses it).
+    fn open_new(&self) -> FileState {
+        let Some(dir) = self.dir.as_deref() else {
+            return FileState::Failed;
+        };
+        let mut file = match ReportFile::create(dir, &self.host) {
+            Ok(f) => f,
+            Err(e) => {
+                self.warn_once(&e, "counting in memory only");
+                return FileState::Failed;
             }
-            None => FileState::Failed,
         };
         let head = ProcessLine {
             v: 1,
@@ -176,62 +182,56 @@ impl Recorder {
         };
         if let Ok(mut text) = serde_json::to_string(&head) {
             text.push('\n');
-            self.write(state, &text);
+            if let Err(e) = file.append(&text) {
+                self.warn_once(&e, LOSING);
+            }
         }
+        FileState::Open(file)
     }
 
     fn write(&self, state: &mut FileState, text: &str) {
-        if let FileState::Open { file, .. } = state {
-            if let Err(e) = file.write_all(text.as_bytes()) {
-                self.warn_once(&e);
-                *state = FileState::Failed;
+        let FileState::Open(file) = state else {
+            return;
+        };
+        if file.removed() {
+            // Its folder was removed under the running process: lines written now would go
+            // into a file nobody can read. A new file, in the folder made anew, says so first.
+            let old = file.path().to_path_buf();
+            *state = self.open_new();
+            let FileState::Open(file) = state else {
+                return;
+            };
+            if let Err(e) = file.note_removed(&old) {
+                self.warn_once(&e, LOSING);
             }
+            log::warn!(
+                "dynafold: graph-break report {} was removed while this process ran; writing on in {}",
+                old.display(),
+                file.path().display()
+            );
+        }
+        let FileState::Open(file) = state else {
+            return;
+        };
+        if let Err(e) = file.append(text) {
+            // The file stays open: a disk that filled up may empty again, and the lines lost
+            // meanwhile are counted in the file.
+            self.warn_once(&e, LOSING);
         }
     }
 
-    fn warn_once(&self, e: &io::Error) {
+    fn warn_once(&self, e: &io::Error, then: &str) {
         if !self.warned.swap(true, Ordering::Relaxed) {
             let dir = self.dir.as_deref().unwrap_or(Path::new("?"));
             log::warn!(
-                "dynafold: cannot write graph-break report in {}: {e}; counting in memory only",
+                "dynafold: cannot write graph-break report in {}: {e}; {then}",
                 dir.display()
             );
         }
     }
 }
 
-/// Creates the file new (O_EXCL), never through a symlink (O_NOFOLLOW), readable by the
-/// owner only: report directories are often shared scratch space.
-fn open_report_file(dir: &Path, host: &str) -> io::Result<(File, PathBuf)> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    let pid = std::process::id();
-    let mut last = io::Error::new(io::ErrorKind::AlreadyExists, "no free file name");
-    for n in 0..NAME_ATTEMPTS {
-        let name = if n == 0 {
-            format!("dynafold-{host}-{pid}.jsonl")
-        } else {
-            format!("dynafold-{host}-{pid}-{n}.jsonl")
-        };
-        let path = dir.join(name);
-        match OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)
-        {
-            Ok(f) => return Ok((f, path)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = e,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last)
-}
-
-fn now() -> f64 {
+pub(crate) fn now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())

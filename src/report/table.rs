@@ -51,6 +51,9 @@ pub fn render(merged: &Merged) -> String {
     for why in &merged.skipped {
         let _ = writeln!(out, "  skipped {why}");
     }
+    for what in &merged.missing {
+        let _ = writeln!(out, "  missing {what}");
+    }
     render_sites(&mut out, &merged.sites, usize::MAX);
     out
 }

@@ -169,6 +169,13 @@ def health(port):
         return None
 
 
+def oom_kills():
+    """How many processes the kernel's OOM killer has killed since boot (/proc/vmstat): a server
+    that dies with 137 says whether memory could have been the cause (docs/testing.md)."""
+    with open("/proc/vmstat") as f:
+        return next((int(line.split()[1]) for line in f if line.startswith("oom_kill ")), 0)
+
+
 class ServerDied(Exception):
     """The server exited before it answered /health."""
 
@@ -203,7 +210,7 @@ class Server:
                                tiny["compile_env"], self.report)
         else:
             cmd, env = wrapped(mode, server_cmd(tiny["model"], self.port), tiny["env"], self.report)
-        started = time.monotonic()
+        started, ooms = time.monotonic(), oom_kills()
         self.proc = Proc(cmd, env, cwd=tiny["root"], preexec_fn=signals_as(), start_new_session=True)
         self.sid = self.proc.pid
         sessions.append(self.sid)
@@ -216,7 +223,9 @@ class Server:
                 kept = tiny["root"] / f"stderr-{mode}{attempt}.txt"
                 kept.write_text(stderr)
                 raise ServerDied(f"{mode} server exited {self.proc.p.returncode} before /health "
-                                 f"200 (stderr: {kept}):\n" + first_traceback(stderr))
+                                 f"200 (stderr: {kept}; the kernel's OOM killer killed "
+                                 f"{oom_kills() - ooms} process(es) on this machine meanwhile):\n"
+                                 + first_traceback(stderr))
             if time.monotonic() >= deadline:
                 pytest.fail(f"{mode} server: no /health 200 in {START} s:\n"
                             + first_traceback(self.proc.stderr), pytrace=False)
