@@ -34,7 +34,8 @@ This module keeps the eager path exactly as FlashInfer ships it and gives Dynamo
    transparent: under compile Dynamo calls it outside the trace (as a constant), so the
    module it returns is the one the eager path built, or is built then, outside the graph.
 6. FlashInfer's attention wrappers keep their plan as a tvm_ffi Array, which Dynamo cannot pass
-   to an operator; from a process's first compile on it is a list (hooks/ops/mechanisms/attention_plans.py).
+   to an operator; once a trace reads a wrapper class's plan, traced reads get an int64 tensor of
+   it (hooks/ops/mechanisms/attention_plans.py).
 7. With `FLASHINFER_LOGLEVEL` >= 1, FlashInfer's `flashinfer_api` wraps each public function in
    a logger (timestamps, file dumps, locks). Right after `flashinfer.api_logging` executes, its
    decorator is replaced by one that makes the same wrapper and remembers what it wraps; at

@@ -8,13 +8,18 @@ token count and padded batch size) recompiles, and under `fullgraph=True` the ni
 
 So the plan is handled where it is set, whoever sets it (`plan()`, `begin_forward`, SGLang's
 `fast_decode_plan`, a subclass): each such attribute of a wrapper class becomes a property.
-Setting it keeps FlashInfer's value for eager calls and, once the process compiles, an int64
-CPU tensor of the same ints; reading it gives FlashInfer's value, except while Dynamo traces,
-where it gives the tensor, a graph input like any other (guarded on its length, never on its
-values). The woken run operators take that tensor (`plan_info_vec`, hooks/ops/engine/narrowing.py) and
-hand FlashInfer its list. Wrappers planned before the first compile are remembered, weakly, and
-get their tensor when it starts. A process that never compiles keeps FlashInfer's values and
-pays one property call per read.
+Setting it keeps FlashInfer's value for eager calls and, once a trace has read a plan of that
+wrapper class, an int64 CPU tensor of the same ints; reading it gives FlashInfer's value,
+except while Dynamo traces, where it gives the tensor, a graph input like any other (guarded
+on its length, never on its values). The woken run operators take that tensor
+(`plan_info_vec`, hooks/ops/engine/narrowing.py) and hand FlashInfer its list.
+
+The tensor is made only for classes a trace has read a plan of (`_wanting`, which Dynamo calls
+for real at that read, makes the class's live wrappers' tensors then): reading a tvm_ffi Array
+costs about 1 us an element, more than FlashInfer's whole plan() on the host (issue 40: plan()
+1.4x-5.7x once a process had compiled, on CPU stand-ins), and the wrappers whose run methods
+are operators (hooks/ops/mechanisms/wrapper_runs.py, SGLang's) never have their plan read by a
+trace. A process pays one property call per read and per set.
 
 `install(module)` runs right after a module defining such wrappers has executed; the op
 declarations' `wake_pending` calls `become_data()` at each compile start.
@@ -76,28 +81,42 @@ def _plan_attributes(cls):
     return found
 
 
-# Wrappers planned before the first compile (weakly), and whether the process compiles now.
-_planned: typing.Optional[typing.MutableSet[typing.Any]] = None
-_compiling = [False]
+# The wrapper classes (and their subclasses) whose plans a trace has read, and per type whether
+# it is one of them: only their plans are kept as tensors. Converting a plan costs more than
+# FlashInfer's whole plan() on the host (a tvm_ffi Array is read element by element: about
+# 1 us each, 17-24 us a plan measured on CPU), and no trace reads the plans of the wrappers
+# whose run methods are operators (hooks/ops/mechanisms/wrapper_runs.py): SGLang's.
+_wanted: typing.Set[type] = set()
+_converts: typing.Dict[type, bool] = {}
+# `_wanting`, as Dynamo calls it: outside the trace, its result a constant.
+_wanting_constant: typing.List[typing.Any] = [None]
 
 
 def _plan_property(attr):
     raw, data = f"_dynafold{attr}", f"_dynafold{attr}_data"
 
     def get(self):
-        if torch.compiler.is_compiling():
-            tensor = getattr(self, data, None)
-            if tensor is not None:
-                return tensor
+        if torch.compiler.is_compiling() and _wanting_constant[0] is not None:
+            # Dynamo calls `_wanting` for real, here, before it reads the tensor below: the
+            # class's plans become tensors from now on, this wrapper's at once.
+            if _wanting_constant[0](type(self)):
+                tensor = getattr(self, data, None)
+                if tensor is not None:
+                    return tensor
         return getattr(self, raw)
 
     def set(self, value):
         setattr(self, raw, value)
-        if _compiling[0]:
+        if method_boundaries.KEY not in self.__dict__:
+            # Once per wrapper, whoever made it (`object.__new__` too): `_wanting` finds the
+            # planned wrappers by their keys.
+            method_boundaries.hold(self)
+        cls = type(self)
+        converts = _converts.get(cls)
+        if converts is None:
+            converts = _converts[cls] = any(issubclass(cls, w) for w in _wanted)
+        if converts:
             setattr(self, data, as_data(value))
-        else:
-            setattr(self, data, None)
-            _remember(self)
 
     def delete(self):
         delattr(self, raw)
@@ -121,31 +140,33 @@ def as_data(value):
     return torch.tensor(values, dtype=torch.int64)
 
 
-def _remember(wrapper):
-    global _planned
-    if _planned is None:
-        import weakref
-        _planned = weakref.WeakSet()
-    try:
-        _planned.add(wrapper)
-    except TypeError:  # a wrapper that cannot be weakly referenced gets its tensor at next plan
-        pass
-
-
-def become_data():
-    """At the first compile start: from now on plans are kept as tensors too, and so are the
-    plans made before."""
-    if _compiling[0]:
-        return
-    _compiling[0] = True
-    for wrapper in list(_planned or ()):
+def _wanting(cls):
+    """Called by Dynamo, for real, when a trace reads the plan of a `cls` wrapper: from now on
+    the plans of `cls` (and its subclasses) are kept as tensors too, and every live one's now
+    (the wrappers are found by their keys: hooks/ops/mechanisms/method_boundaries.py)."""
+    if any(issubclass(cls, w) for w in _wanted):
+        return True
+    _wanted.add(cls)
+    _converts.clear()
+    for ref in list(method_boundaries._held.values()):
+        wrapper = ref()
+        if not isinstance(wrapper, cls):
+            continue
         for attr in _plan_properties(type(wrapper)):
             try:
                 setattr(wrapper, f"_dynafold{attr}_data", as_data(getattr(wrapper, attr)))
             except AttributeError:
                 continue
-    if _planned is not None:
-        _planned.clear()
+    return True
+
+
+def become_data():
+    """At each compile start (Dynamo is imported then): traced reads of a plan can mark their
+    class (`_wanting`, Dynamo calls it outside the trace)."""
+    if _wanting_constant[0] is None:
+        # Marked here, not by a decorator at import: that would import torch._dynamo into
+        # every process importing FlashInfer.
+        _wanting_constant[0] = torch._dynamo.assume_constant_result(_wanting)
 
 
 def _plan_properties(cls):
@@ -242,12 +263,7 @@ def _module_property(attr, stand_in_class):
 
     def set(self, value):
         setattr(self, raw, value)
-        if value is None:
-            setattr(self, calls, None)
-            return
-        key = id(value)
-        _modules[key] = value
-        setattr(self, calls, stand_in_class(key, value))
+        setattr(self, calls, None if value is None else _stand_in(stand_in_class, value))
 
     def delete(self):
         delattr(self, raw)
@@ -256,6 +272,20 @@ def _module_property(attr, stand_in_class):
     get.__name__ = set.__name__ = delete.__name__ = attr
     return property(get, set, delete,
                     f"FlashInfer's {attr}, called through operators under compile (dynafold)")
+
+
+# (stand-in class, module key) -> the stand-in: plan() sets the module at every call, and FlashInfer's
+# loaders give the same module for the same build.
+_stand_ins: typing.Dict[typing.Tuple[type, int], typing.Any] = {}
+
+
+def _stand_in(stand_in_class, module):
+    key = id(module)
+    stand_in = _stand_ins.get((stand_in_class, key))
+    if stand_in is None or stand_in.module is not module:
+        _modules[key] = module
+        stand_in = _stand_ins[(stand_in_class, key)] = stand_in_class(key, module)
+    return stand_in
 
 
 def mla_run(

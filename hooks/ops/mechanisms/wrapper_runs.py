@@ -13,9 +13,10 @@ So the plan never reaches the trace. Under compile each run method of a wrapper 
 `dynafold_flashinfer::wrapper_run`, which takes the wrapper's key (hooks/ops/mechanisms/method_boundaries.py
 `hold`: an int the object keeps, found again in a registry of weak references), the call's
 form and its tensors, and calls FlashInfer's method on the wrapper at run time, as eager
-does, with whatever plan is current. Eager calls are FlashInfer's method itself, after one
-`torch.compiler.is_compiling()` test. Nothing of the plan is guarded; Dynamo guards the key,
-so a graph is one wrapper's (a server keeps its wrappers for its lifetime).
+does, with whatever plan is current. Eager calls are FlashInfer's method itself (after one
+`torch.compiler.is_compiling()` test once the process has compiled). Nothing of the plan is
+guarded; Dynamo guards the key, so a graph is one wrapper's (a server keeps its wrappers for
+its lifetime).
 
 A call's form: its arguments split into tensors (top-level, or in a tuple or list such as the
 `(k_cache, v_cache)` pair) and constants (None, bools, ints, floats, strings, dtypes), which
@@ -24,6 +25,9 @@ and the constants, registered once per process while Dynamo traces (`assume_cons
 Dynamo calls `_form` and keeps its result as a constant, with no guard on the registry). A
 call with anything else (FlashInfer's `*args` of a custom JIT variant, a plan object) is
 traced as FlashInfer ships it.
+
+The dispatchers are set on the classes at the process's first compile start (`define()`),
+before any trace: a process that never compiles runs FlashInfer's methods untouched.
 
 Writes: the operator declares the caller's buffers a family's kernels write mutable (`out`
 and `lse`; the workspaces are the wrapper's own, never graph values). Its two results are the
@@ -81,6 +85,11 @@ _forms: typing.Dict[str, typing.Any] = {}
 # (module, class, method) -> FlashInfer's method.
 _originals: typing.Dict[typing.Tuple[str, str, str], typing.Any] = {}
 _defined: typing.List[typing.Any] = [False]
+# (class, method) -> its dispatcher, set on the class by `define()` at the process's first
+# compile start: until then eager calls are FlashInfer's method itself, not even one
+# `is_compiling()` test more (issue 40: a process that never compiles, as SGLang's breakable
+# CUDA graphs, pays nothing on run()).
+_waiting: typing.Dict[typing.Tuple[type, str], typing.Any] = {}
 # `_form`, as Dynamo calls it: outside the trace, its result a constant.
 _form_constant: typing.List[typing.Any] = [None]
 
@@ -101,7 +110,11 @@ def install(module):
             if not inspect.isfunction(original) or getattr(original, "_dynafold_run", False):
                 continue
             _originals[(module.__name__, name, method)] = original
-            setattr(cls, method, _dispatcher(module.__name__, name, method, original))
+            dispatcher = _dispatcher(module.__name__, name, method, original)
+            if _defined[0]:
+                setattr(cls, method, dispatcher)
+            else:
+                _waiting[(cls, method)] = dispatcher
             made.append(f"{name}.{method}")
         if any(m.startswith(f"{name}.") for m in made):
             _families[(module.__name__, name)] = family
@@ -136,6 +149,9 @@ def define():
         return
     _defined.append(lib)  # a Library deregisters its operator when collected
     _defined[0] = True
+    for (cls, method), dispatcher in _waiting.items():
+        setattr(cls, method, dispatcher)
+    _waiting.clear()
 
 
 def _dispatcher(module_name, class_name, method, original):
