@@ -176,6 +176,26 @@ def test_ops_json_parses_and_filters(cuda_home):
     assert code == 1 and len(got["problems"]) == 1 and "ops" not in got
 
 
+def test_ops_on_a_release_with_no_table_traces_it_live(cuda_home):
+    """Issue 39, item 5: `--ops` on a release dynafold ships no table for (0.6.7.post3, the old
+    layouts') traces its public ops here, one progress line per op on stderr, and says so."""
+    import json
+    release = "0.6.7.post3"
+    path = CACHE / "flashinfer" / release
+    assert (path / ".complete").exists(), "run scripts/test first"
+    code, out, err = doctor("--python", PY, "--ops", "--json", CUDA_HOME=cuda_home,
+                            PYTHONPATH=str(path))
+    assert code == 0, out + err
+    got = json.loads(out)
+    assert got["flashinfer"] == release
+    assert "traced live here" in got["table"] and "none shipped" in got["table"], got["table"]
+    statuses = [row["status"] for row in got["ops"].values()]
+    assert len(statuses) > 100 and statuses.count("fake") > 50, statuses
+    progress = [line for line in err.splitlines() if f"tracing FlashInfer {release} live: " in line]
+    assert len(progress) == len(got["ops"]), err[-2000:]
+    assert re.search(rf"live: {len(statuses)}/{len(statuses)} \S+: \w", progress[-1]), progress[-1]
+
+
 def test_progress_on_a_terminal_after_a_second(tmp_path):
     """A slow doctor says on a terminal which check runs; the report on stdout is unchanged."""
     import pty
