@@ -240,12 +240,20 @@ def test_empty_variables_are_unset():
 @pytest.mark.parametrize("release", ["0.6.3", "0.6.7.post3"])
 def test_a_reason_is_not_cut_mid_sentence(cuda_home, release):
     """Issue 41, item 9: a declaration's reason was cut at 80 characters
-    (`...were not found in the )`); it is given whole, up to its first sentence's end."""
+    (`...were not found in the )`); it is given whole, up to its first sentence's end. Its
+    example, GDN prefill's `state_checkpoints` on releases older than that parameter, is woken
+    since issue 39 (dynafold's declaration leaves out what the release lacks), so these
+    releases' census has nothing left, and the cut is checked on the error torch gave."""
     code, out, err = doctor("--python", PY, CUDA_HOME=cuda_home, PYTHONPATH=str(CACHE / "flashinfer" / release))
     assert code == 0, out + err
     section = out.split("FlashInfer op declarations (woken for torch.compile)\n", 1)[1]
-    found = re.findall(r"schema not expressible \((.*?)\)(?:; \d+ left: |$)", section, re.M)
-    assert found, section
-    for inner in found:
-        assert inner.endswith((".", "...")), inner
-    assert "were not found in the custom op's signature.)" in section, section
+    assert re.search(r"^  flashinfer\.gdn_prefill +1 woken$", section, re.M), section
+    assert "schema not expressible" not in section, section
+    sys.path.insert(0, str(pathlib.Path(__file__).parent / "helpers"))
+    from engine_source import engine
+    error = ("infer_schema(func): {'state_checkpoints'} in mutates_args were not found in the "
+             "custom op's signature. mutates_args should contain the names of all args that the "
+             "custom op mutates, or just the string 'unknown' if you don't know.")
+    assert engine("engine.wake")._first_sentence(error) == (
+        "infer_schema(func): {'state_checkpoints'} in mutates_args were not found in the custom "
+        "op's signature.")
