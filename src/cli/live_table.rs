@@ -51,6 +51,10 @@ const SCRIPTS: &[(&str, &str)] = &[
         include_str!("../../integration/api_status/builders/elementwise.py"),
     ),
     (
+        "builders/fit.py",
+        include_str!("../../integration/api_status/builders/fit.py"),
+    ),
+    (
         "builders/linear_attention.py",
         include_str!("../../integration/api_status/builders/linear_attention.py"),
     ),
