@@ -369,6 +369,10 @@ def _reason(error, eager, frames, op):
             m = re.match(r"NotImplementedError: (\w+): a JIT kernel", line or "")
             if m:
                 error = f"jit_module.{m.group(1)}"
+    if "Import failure" in (error or ""):
+        # Dynamo says only that an import failed; the eager run names the module (0.7.2's
+        # per_token_group_quant_8bit, whose one backend imports cuda.tile).
+        error = next((line for line in eager if "No module named" in (line or "")), error)
     if re.search(r"Unexpected keyword arguments", error or "") and any(
             re.search(r"got an unexpected keyword argument", line or "") for line in eager):
         # Dynamo's binding error, but eager Python refuses the call too: the release's

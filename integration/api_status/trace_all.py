@@ -334,6 +334,9 @@ def main():
     standins.install()  # again, for the submodules enumerating imported
     only = {n for n in opts.only.split(",") if n}
     table = {}
+    # The count first: `doctor --ops` (src/cli/live_table.rs) says "12/250" as each op ends.
+    print(f"tracing {len(only & set(ops)) if only else len(ops)} public ops", file=sys.stderr,
+          flush=True)
     with FakeTensorMode(allow_non_fake_inputs=True):
         for name, entry in ops.items():
             if only and name not in only:

@@ -1,11 +1,20 @@
 //! `dynafold doctor --ops`: the status of every public tensor op of the installed FlashInfer
 //! release under `torch.compile(fullgraph=True)`, from the tables `scripts/api-status` wrote
-//! to integration/api_status/tables/ (shipped in the binary: printing them runs nothing).
+//! to integration/api_status/tables/ (shipped in the binary: printing them runs nothing), or
+//! one traced live for a release with none (live_table.rs).
 
 use serde_json::Value;
 
 /// (release, its table as JSON), one per release the program was run for.
 const TABLES: &[(&str, &str)] = &[
+    (
+        "0.6.3",
+        include_str!("../../integration/api_status/tables/0.6.3.json"),
+    ),
+    (
+        "0.6.11.post1",
+        include_str!("../../integration/api_status/tables/0.6.11.post1.json"),
+    ),
     (
         "0.6.16",
         include_str!("../../integration/api_status/tables/0.6.16.json"),
@@ -50,8 +59,17 @@ pub struct Row {
     pub detail: String,
 }
 
-fn ops(release: &str) -> Option<serde_json::Map<String, Value>> {
+/// A table's ops, by name: one shipped (`shipped`) or one traced live (`parse`).
+pub type Ops = serde_json::Map<String, Value>;
+
+/// The table shipped for `release`; None when this dynafold has none.
+pub fn shipped(release: &str) -> Option<Ops> {
     let (_, text) = TABLES.iter().find(|(r, _)| *r == release)?;
+    parse(text)
+}
+
+/// The ops of a table as trace_all.py or table.py writes it.
+pub fn parse(text: &str) -> Option<Ops> {
     let mut table: Value = serde_json::from_str(text).ok()?;
     match table.get_mut("ops")?.take() {
         Value::Object(ops) => Some(ops),
@@ -59,10 +77,8 @@ fn ops(release: &str) -> Option<serde_json::Map<String, Value>> {
     }
 }
 
-/// The table of `release`, by status (STATUSES' order), then name; only `status` when given.
-/// None when there is no table for the release.
-pub fn rows(release: &str, status: Option<&str>) -> Option<Vec<Row>> {
-    let ops = ops(release)?;
+/// The table's rows, by status (STATUSES' order), then name; only `status` when given.
+pub fn rows(ops: &Ops, status: Option<&str>) -> Vec<Row> {
     let mut out: Vec<Row> = ops
         .iter()
         .map(|(name, row)| Row {
@@ -79,14 +95,13 @@ pub fn rows(release: &str, status: Option<&str>) -> Option<Vec<Row>> {
             .unwrap_or(STATUSES.len())
     };
     out.sort_by(|a, b| (rank(&a.status), &a.name).cmp(&(rank(&b.status), &b.name)));
-    Some(out)
+    out
 }
 
-/// The table of `release` as JSON (`doctor --ops --json`): each op's row as the table holds
-/// it, less the paths of the run logs (in the source tree, not installed), its texts without
-/// them; only `status` when given.
-pub fn json(release: &str, status: Option<&str>) -> Option<Value> {
-    let ops = ops(release)?;
+/// The table as JSON (`doctor --ops --json`): each op's row as the table holds it, less the
+/// paths of the run logs (in the source tree, not installed), its texts without them; only
+/// `status` when given.
+pub fn json(ops: Ops, status: Option<&str>) -> Value {
     let kept = ops
         .into_iter()
         .filter(|(_, row)| status.is_none_or(|s| row["status"].as_str() == Some(s)))
@@ -102,7 +117,7 @@ pub fn json(release: &str, status: Option<&str>) -> Option<Value> {
             (name, row)
         })
         .collect();
-    Some(Value::Object(kept))
+    Value::Object(kept)
 }
 
 /// `text` without the source tree's paths (docs/..., scripts/...): an installed dynafold
@@ -131,9 +146,8 @@ pub fn without_source_paths(text: &str) -> String {
     out
 }
 
-/// The counts per status, as `H200 89, fake 165, ...`.
-pub fn totals(release: &str) -> Option<(usize, String)> {
-    let ops = ops(release)?;
+/// The number of ops and the counts per status, as `H200 89, fake 165, ...`.
+pub fn totals(ops: &Ops) -> (usize, String) {
     let totals: Vec<String> = STATUSES
         .iter()
         .map(|s| {
@@ -144,7 +158,7 @@ pub fn totals(release: &str) -> Option<(usize, String)> {
             format!("{s} {n}")
         })
         .collect();
-    Some((ops.len(), totals.join(", ")))
+    (ops.len(), totals.join(", "))
 }
 
 /// Why the op has its status: the evidence or operators (and the fake check) when it traces,
@@ -211,15 +225,16 @@ mod tests {
     #[test]
     fn every_shipped_table_parses_and_counts_each_op_once() {
         for release in releases() {
-            let all = rows(release, None).expect("a table");
-            let (n, totals) = totals(release).expect("totals");
+            let ops = shipped(release).expect("a table");
+            let all = rows(&ops, None);
+            let (n, totals) = totals(&ops);
             assert_eq!(all.len(), n, "{release}");
             let counted: usize = totals
                 .split(", ")
                 .filter_map(|part| part.rsplit(' ').next()?.parse::<usize>().ok())
                 .sum();
             assert_eq!(counted, n, "{release}");
-            let fails = rows(release, Some("fails")).expect("a table");
+            let fails = rows(&ops, Some("fails"));
             assert!(fails.iter().all(|r| r.status == "fails") && !fails.is_empty());
             // Grouped: a status never comes back after the next one started.
             let order: Vec<&str> = all.iter().map(|r| r.status.as_str()).collect();
@@ -231,7 +246,7 @@ mod tests {
                 }
             }
         }
-        assert!(rows("0.1.0", None).is_none());
+        assert!(shipped("0.1.0").is_none());
     }
 
     /// An installed dynafold has no docs/, scripts/ or integration/ (the H200 evidence): no
@@ -239,7 +254,8 @@ mod tests {
     #[test]
     fn no_row_cites_the_source_tree() {
         for release in releases() {
-            for r in rows(release, None).expect("a table") {
+            let ops = shipped(release).expect("a table");
+            for r in rows(&ops, None) {
                 assert!(!r.detail.contains("docs/"), "{}: {}", r.name, r.detail);
                 assert!(
                     !r.detail.contains("integration/"),
@@ -248,7 +264,7 @@ mod tests {
                     r.detail
                 );
             }
-            let text = json(release, None).expect("a table").to_string();
+            let text = json(ops, None).to_string();
             assert!(
                 !text.contains("docs/")
                     && !text.contains("scripts/")

@@ -1,8 +1,10 @@
 //! `dynafold doctor [--python PATH]`: what `dynafold run` would find in this environment, and
 //! whether it will work. Read-only: the Python is asked about itself without importing torch
 //! or FlashInfer (import-time side effects and seconds of start-up are not ours to trigger);
-//! the rules run as a dry run over the installed FlashInfer's files; the only code executed
-//! with the preload is an empty interpreter start.
+//! the rules run as a dry run over the installed FlashInfer's files; the code executed with
+//! the preload is an empty interpreter start, FlashInfer's import (the census) and, for
+//! `--ops` on a release with no shipped table, a trace of its public ops on fake tensors
+//! (live_table.rs: nothing runs on a GPU, nothing is compiled).
 
 use std::ffi::OsString;
 use std::io::Read;
@@ -12,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use crate::cli::api_table;
 use crate::cli::progress::Progress;
 use crate::cli::run::{find_preload, preload_value};
+use crate::cli::{api_table, live_table};
 use crate::config;
 use crate::cuda::{CudaVersion, Env, Outcome, PathRecipe, Resolver, TorchFacts, VersionRecipe};
 use crate::rewrite::{self, FoldContext};
@@ -183,11 +185,15 @@ pub fn run(opts: &DoctorOptions) -> (String, i32) {
     }
     let release = facts.as_ref().and_then(|f| f.flashinfer.version.clone());
     progress.finish();
+    let table = match (opts.ops, release.as_deref()) {
+        (true, Some(release)) => Some(table_of(release, python.as_deref(), lib.as_deref())),
+        _ => None,
+    };
     if opts.json {
-        return json_report(&r, release.as_deref(), opts);
+        return json_report(&r, release.as_deref(), table, opts);
     }
     if opts.ops {
-        api_table(&mut r, release.as_deref(), opts.status.as_deref());
+        api_table(&mut r, release.as_deref(), table, opts.status.as_deref());
     }
     r.flush();
     let mut out = r.text;
@@ -207,7 +213,12 @@ pub fn run(opts: &DoctorOptions) -> (String, i32) {
 pub const JSON_SCHEMA: u32 = 1;
 
 /// `--json`: the problems and, with `--ops`, the installed release's table.
-fn json_report(r: &Report, release: Option<&str>, opts: &DoctorOptions) -> (String, i32) {
+fn json_report(
+    r: &Report,
+    release: Option<&str>,
+    table: Option<Table>,
+    opts: &DoctorOptions,
+) -> (String, i32) {
     let problems: Vec<serde_json::Value> = r
         .problems
         .iter()
@@ -219,11 +230,13 @@ fn json_report(r: &Report, release: Option<&str>, opts: &DoctorOptions) -> (Stri
         "problems": problems,
     });
     if opts.ops {
+        out["table"] = serde_json::json!(table.as_ref().map(|t| t.source.clone()));
         out["statuses"] = serde_json::json!(api_table::statuses());
         out["legend"] = serde_json::json!(api_table::LEGEND);
-        out["ops"] = release
-            .and_then(|rel| api_table::json(rel, opts.status.as_deref()))
-            .unwrap_or(serde_json::Value::Null);
+        out["ops"] = match table {
+            Some(Table { ops: Some(ops), .. }) => api_table::json(ops, opts.status.as_deref()),
+            _ => serde_json::Value::Null,
+        };
     }
     let code = i32::from(!r.problems.is_empty());
     (format!("{out}\n"), code)
@@ -802,11 +815,59 @@ fn ops_census(r: &mut Report, python: &Path, lib: &Path) {
     );
 }
 
+/// Where a shipped table came from (`--json`'s "table").
+const SHIPPED: &str = "shipped with dynafold (traced by its authors)";
+
+/// A release's public-API table, and where it came from (`--ops`).
+struct Table {
+    /// "shipped", or what the live trace was (or why there is none).
+    source: String,
+    ops: Option<api_table::Ops>,
+}
+
+/// The table shipped for `release`; else the release traced here and now (live_table.rs),
+/// with the user's interpreter and the preload: a release nobody measured still gets its
+/// answer, said to be this machine's.
+fn table_of(release: &str, python: Option<&Path>, lib: Option<&Path>) -> Table {
+    if let Some(ops) = api_table::shipped(release) {
+        return Table {
+            source: SHIPPED.to_owned(),
+            ops: Some(ops),
+        };
+    }
+    let shipped = api_table::releases().join(", ");
+    let (Some(python), Some(lib)) = (python, lib) else {
+        return Table {
+            source: format!(
+                "none shipped for {release} (this dynafold has tables for {shipped}), and no interpreter with the preload to trace it live"
+            ),
+            ops: None,
+        };
+    };
+    eprintln!(
+        "dynafold doctor: no table shipped for FlashInfer {release}: tracing its public ops live (a minute or more)"
+    );
+    match live_table::trace(python, lib, release) {
+        Ok((ops, seconds)) => Table {
+            source: format!(
+                "none shipped for {release} (this dynafold has tables for {shipped}): traced live here in {seconds}s, on fake tensors, by this dynafold"
+            ),
+            ops: Some(ops),
+        },
+        Err(why) => Table {
+            source: format!(
+                "none shipped for {release} (this dynafold has tables for {shipped}); the live trace failed: {why}"
+            ),
+            ops: None,
+        },
+    }
+}
+
 /// The installed release's public-API table (`--ops`), grouped by status, each row cut to a
 /// terminal's width (`--json` has the rows whole). Not a problem when there is none: the
 /// table is documentation, the fold does not depend on it.
-fn api_table(r: &mut Report, release: Option<&str>, status: Option<&str>) {
-    let Some(release) = release else {
+fn api_table(r: &mut Report, release: Option<&str>, table: Option<Table>, status: Option<&str>) {
+    let (Some(release), Some(table)) = (release, table) else {
         r.section("FlashInfer public API under torch.compile");
         r.line("release", "unknown: FlashInfer's version could not be read");
         return;
@@ -814,18 +875,16 @@ fn api_table(r: &mut Report, release: Option<&str>, status: Option<&str>) {
     r.section(&format!(
         "FlashInfer {release} public API under torch.compile(fullgraph=True)"
     ));
-    let (Some(rows), Some((n, totals))) =
-        (api_table::rows(release, status), api_table::totals(release))
-    else {
-        r.line(
-            "table",
-            &format!(
-                "none for {release}; this dynafold has tables for {}",
-                api_table::releases().join(", ")
-            ),
-        );
+    // A shipped table goes without saying (as it always has); one traced here, or none, is
+    // said.
+    if table.source != SHIPPED {
+        r.line("table", &table.source);
+    }
+    let Some(ops) = table.ops else {
         return;
     };
+    let rows = api_table::rows(&ops, status);
+    let (n, totals) = api_table::totals(&ops);
     r.line(&format!("{n} public tensor ops"), &totals);
     let mut table = format!("  {}\n", api_table::LEGEND);
     // One name column for the whole table, as wide as its longest name.

@@ -3,6 +3,7 @@
 pub mod api_table;
 pub mod bench_rewrite;
 pub mod doctor;
+pub mod live_table;
 pub mod progress;
 pub mod report;
 pub mod report_dir;

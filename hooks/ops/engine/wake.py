@@ -473,10 +473,14 @@ def _declare_extras():
         if not inspect.isfunction(fn):
             _log.debug("dynafold: %s.%s is not a plain function; no boundary", module_name, attr)
             continue
-        if schema is not None and list(inspect.signature(fn).parameters) != _schema_names(schema):
+        params = inspect.signature(fn).parameters
+        if schema is not None and list(params) != _schema_names(schema):
             _log.debug("dynafold: %s.%s's parameters changed; no boundary", module_name, attr)
             continue
-        _declare(_Declared(name, fn, mutates, schema))
+        # A release older than the parameter (0.6.3's chunk_gated_delta_rule, before
+        # `state_checkpoints`) has nothing there to write: declared without it, not left
+        # dormant for a schema torch refuses.
+        _declare(_Declared(name, fn, tuple(m for m in mutates if m in params), schema))
 
 
 _extras_declared: typing.Set[str] = set()

@@ -266,6 +266,11 @@ OPS.append(Op(
     # else allocated; the result is `out`, or `(out, lse)` with return_lse (an FP4Tensor for
     # "nvfp4", which hooks/ops/engine/narrowing.py leaves out).
     correction=Correction(fresh_only=Fresh(when={"out": None, "return_lse": False}, results=1)),
+    # 0.6.3 and 0.6.11.post1 (SGLang 0.5.9's and 0.5.12's pins) have no `lse` nor `return_lse`:
+    # their result is `out` alone (prefill.py `return out if out_dtype != "nvfp4" else
+    # FP4Tensor(...)`), woken for the call that gives none.
+    by_release={release: Correction(fresh_only=Fresh(when={"out": None}, results=1))
+                for release in ("0.6.3", "0.6.11.post1")},
     # dynafold's own declaration of trtllm_batch_context_with_kv_cache, woken for the call that
     # gives no `out` (the correction's `fresh_only`).
     fake=Fake(_trtllm_batch_context_with_kv_cache, ("query", "out_dtype")),
@@ -339,6 +344,10 @@ OPS.append(Op(
     # declares mutable, the graph (or cubin kernel) writes `out`, the caller's when given, else
     # allocated (cudnn/decode.py); the result is `out`, or `(out, lse)` with return_lse.
     correction=Correction(fresh_only=Fresh(when={"out": None, "return_lse": False}, results=1)),
+    # 0.6.3 and 0.6.11.post1 (SGLang 0.5.9's and 0.5.12's pins) have no `lse` nor `return_lse`:
+    # the result is `out` (cudnn/decode.py `return out`), woken for the call that gives none.
+    by_release={release: Correction(fresh_only=Fresh(when={"out": None}, results=1))
+                for release in ("0.6.3", "0.6.11.post1")},
     # dynafold's own declaration of cudnn_batch_decode_with_kv_cache, woken for the call that gives
     # no `out` (the correction's `fresh_only`).
     fake=Fake(_cudnn_batch_decode_with_kv_cache, ("q", "v_cache")),

@@ -33,8 +33,9 @@ OPS.append(Op(
     # Quantized combine writes its block scales (csrc/trtllm_moe_alltoall.cu:486-524).
     correction=Correction(also_mutates=("output_scales",)),
     by_release={
-        # No quantized combine yet (no `output_scales`): nothing undeclared is written.
-        "0.6.7.post3": Correction(),
+        # No quantized combine yet (no `output_scales`): nothing undeclared is written. The
+        # same body in 0.6.3 and 0.6.11.post1 (SGLang 0.5.9's and 0.5.12's pins).
+        **{release: Correction() for release in ("0.6.3", "0.6.7.post3", "0.6.11.post1")},
     },
     # As on 0.6.16: a fresh result and no fake; not "correction names parameters the kernel lacks",
     # 0.6.16's entry naming `output_scales`.

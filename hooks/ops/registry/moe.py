@@ -184,6 +184,12 @@ OPS.append(Op(
         also_mutates=("expert_weights",),
         fresh_only=Fresh(when={"do_finalize": True}, results=1, form=Form.LIST),
     ),
+    by_release={
+        # 0.6.3 (SGLang 0.5.9's pin): no `topk_ids`, `expert_weights` nor `do_finalize`; the
+        # body allocates its output and routing buffers itself (core.py:1304-1312) and
+        # returns the kernel's `[output]`: always the fresh list, nothing of the caller's.
+        "0.6.3": Correction(fresh_only=Fresh(when={}, results=1, form=Form.LIST)),
+    },
     # The trtllm-gen MoE ops whose FlashInfer fakes lag their signatures in 0.6.7.post3 (BF16's says
     # `expert_indices` for `topk_ids` and lacks `routed_scaling_factor`; per-tensor FP8's lacks
     # `tune_max_num_tokens`; FP4's and MXINT4's take `local_num_experts` where the op has
@@ -199,6 +205,13 @@ OPS.append(Op(
         also_mutates=("expert_weights",),
         fresh_only=Fresh(when={"do_finalize": True}, results=1, form=Form.LIST),
     ),
+    by_release={
+        # 0.6.3: no `do_finalize`, always finalized; `output` rebound to a fresh tensor in the
+        # body (core.py:1594) and the caller's `expert_weights` written by the routing as in
+        # 0.6.7.post3 (core.py:1604-1611 pass it through).
+        "0.6.3": Correction(also_mutates=("expert_weights",),
+                            fresh_only=Fresh(when={}, results=1, form=Form.LIST)),
+    },
     sweep=Sweep(old_layout="equal"),
 ))
 OPS.append(Op(
@@ -207,6 +220,8 @@ OPS.append(Op(
     function="get_trtllm_moe_sm100_module.<locals>.trtllm_fp8_per_tensor_scale_moe_op",
     name="flashinfer::trtllm_fp8_per_tensor_scale_moe",
     correction=Correction(fresh_only=Fresh(when={"do_finalize": True}, results=1, form=Form.LIST)),
+    # 0.6.3: no `do_finalize`, always finalized, its output the body's own.
+    by_release={"0.6.3": Correction(fresh_only=Fresh(when={}, results=1, form=Form.LIST))},
     fake=Fake(_trtllm_moe_finalized, ("hidden_states",)),
     sweep=Sweep(old_layout="equal"),
 ))

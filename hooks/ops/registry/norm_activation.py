@@ -65,6 +65,14 @@ OPS.append(Op(
             results=2,
         ),
     ),
+    # 0.6.3 and 0.6.11.post1 (SGLang 0.5.9's and 0.5.12's pins) have no `y_out` (the normed
+    # output, added later); the same body otherwise (add_rmsnorm_fp4quant.py: `y_fp4`,
+    # `block_scale` and `block_scale_unswizzled` allocated unless given, `residual` in place).
+    by_release={release: Correction(fresh_only=Fresh(
+        when={"y_fp4": None, "block_scale": None, "output_both_sf_layouts": False,
+              "block_scale_unswizzled": None},
+        results=2,
+    )) for release in ("0.6.3", "0.6.11.post1")},
     fake=Fake(_rmsnorm_fp4quant, ("input", "block_size", "scale_format", "is_sf_swizzled_layout")),
     sweep=Sweep(cute_dsl=("0.6.16", "0.7.4")),
 ))

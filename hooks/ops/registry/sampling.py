@@ -75,7 +75,11 @@ OPS.append(Op(
         result_is_given=Given(argument="out", fresh_otherwise=True),
     ),
     fake=Fake(_top_k_transform, ("input", "k")),
-    # 0.6.16 has neither `out` nor `out_raw_indices` and traces it as shipped.
+    # 0.6.3 and 0.6.11.post1 (SGLang 0.5.9's and 0.5.12's pins) have neither: the result is
+    # the page table the body allocates, nothing of the caller's written (topk.py
+    # `output_page_table`), so nothing to correct. 0.6.16 has neither either and traces it
+    # as shipped.
+    by_release={release: Correction() for release in ("0.6.3", "0.6.11.post1")},
     sweep=Sweep(equal=("0.7.4",)),
 ))
 OPS.append(Op(

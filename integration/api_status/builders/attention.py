@@ -6,6 +6,8 @@ import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import fit
+
 BF16, I32 = torch.bfloat16, torch.int32
 H, D, PAGE, PAGES = 4, 128, 16, 8
 
@@ -397,7 +399,13 @@ def _sm110_gqa_decode(t, fi):
 def _sage_quantize(t, fi):
     """SGLang's diffusion Sage attention: INT8 Q/K per block, FP8 V, ragged offsets."""
     from flashinfer import prefill
-    return (lambda q, k, v, cq, ck: prefill.trtllm_sage_attention_quantize(
+    fn = prefill.trtllm_sage_attention_quantize
+    if not fit.takes(fn, "cum_seq_lens_q"):
+        # 0.6.16 quantizes one dense batch: no ragged offsets to give.
+        return (lambda q, k, v: fn(q, k, v, q_block_size=1, k_block_size=16,
+                                   qk_quant_dtype=torch.int8),
+                (t(16, H, D), t(16, H, D), t(16, H, D)))
+    return (lambda q, k, v, cq, ck: fn(
         q, k, v, q_block_size=1, k_block_size=16, qk_quant_dtype=torch.int8,
         cum_seq_lens_q=cq, cum_seq_lens_kv=ck),
         (t(16, H, D), t(16, H, D), t(16, H, D), _i(3), _i(3)))

@@ -3,8 +3,20 @@ import inspect
 
 import torch
 
+from . import fit
+
 FP8 = torch.float8_e4m3fn
 H, EPS = 128, 1e-6
+
+
+def _norm_op(fi, name):
+    """The norm `name`, where the release exports it: `flashinfer.NAME`, or only
+    `flashinfer.norm.NAME` (0.6.3's fp8-quant norms, 0.6.11.post1's fused DiT norms)."""
+    found = getattr(fi, name, None)
+    if found is None:
+        from flashinfer import norm
+        found = getattr(norm, name)
+    return found
 
 
 def _norm(name):
@@ -21,18 +33,32 @@ def _fused(name):
     return build
 
 
+def _scale(t, op):
+    """The fp8-quant norms' `scale`: a device tensor where the release takes one, else the
+    host float 0.6.3 (SGLang 0.5.9's pin) declares (`scale: float`), a constant of the call."""
+    if inspect.signature(op).parameters["scale"].annotation in (float, "float"):
+        return lambda: 0.5, ()
+    return lambda s: s, (t(1, dtype=torch.float32),)
+
+
 def _rmsnorm_quant(t, fi):
-    def f(out, x, w, s):
-        fi.rmsnorm_quant(out, x, w, s, EPS, enable_pdl=False)
+    rmsnorm_quant = _norm_op(fi, "rmsnorm_quant")
+    scale, given = _scale(t, rmsnorm_quant)
+
+    def f(out, x, w, *s):
+        rmsnorm_quant(out, x, w, scale(*s), EPS, enable_pdl=False)
         return out
-    return f, (t(4, H, dtype=FP8), t(4, H), t(H), t(1, dtype=torch.float32))
+    return f, (t(4, H, dtype=FP8), t(4, H), t(H), *given)
 
 
 def _fused_add_rmsnorm_quant(t, fi):
-    def f(out, x, r, w, s):
-        fi.fused_add_rmsnorm_quant(out, x, r, w, s, EPS, enable_pdl=False)
+    fused_add_rmsnorm_quant = _norm_op(fi, "fused_add_rmsnorm_quant")
+    scale, given = _scale(t, fused_add_rmsnorm_quant)
+
+    def f(out, x, r, w, *s):
+        fused_add_rmsnorm_quant(out, x, r, w, scale(*s), EPS, enable_pdl=False)
         return out, r
-    return f, (t(4, H, dtype=FP8), t(4, H), t(4, H), t(H), t(1, dtype=torch.float32))
+    return f, (t(4, H, dtype=FP8), t(4, H), t(4, H), t(H), *given)
 
 
 def _layernorm(t, fi):
@@ -207,12 +233,13 @@ def _dit(name, gated_scale_shift=False):
         # WAN's temb.chunk(6, dim=2): each chunk (1, rows, hidden) with row stride 6 * hidden
         chunks = t(1, rows, 6 * hidden).chunk(6, dim=2)
         x = t(1, rows, hidden)
+        op = _norm_op(fi, name)
         if name == "fused_dit_residual_layernorm_scale_shift":
-            return (lambda x, s, sh: getattr(fi, name)(x, s, sh), (x, chunks[0], chunks[1]))
+            return (lambda x, s, sh: op(x, s, sh), (x, chunks[0], chunks[1]))
         if gated_scale_shift:
-            return (lambda x, r, g, s, sh: getattr(fi, name)(x, r, g, s, sh),
+            return (lambda x, r, g, s, sh: op(x, r, g, s, sh),
                     (x, t(1, rows, hidden), chunks[0], chunks[1], chunks[2]))
-        return (lambda x, r, g, a, b: getattr(fi, name)(x, r, g, a, b),
+        return (lambda x, r, g, a, b: op(x, r, g, a, b),
                 (x, t(1, rows, hidden), chunks[0], t(hidden, dtype=torch.float32),
                  t(hidden, dtype=torch.float32)))
     return build
@@ -273,17 +300,20 @@ def _rmsnorm_fp4quant(t, fi):
     """NVFP4 (16-element blocks, e4m3 scales, a global scale), swizzled scales as an NVFP4
     GEMM reads them."""
     from flashinfer.cute_dsl.rmsnorm_fp4quant import rmsnorm_fp4quant
+    # `enable_pdl`: not in 0.6.3 (SGLang 0.5.9's pin), as in its add_rmsnorm_fp4quant.
+    pdl = fit.accepted(rmsnorm_fp4quant, {"enable_pdl": False})
     return (lambda x, w, s: rmsnorm_fp4quant(x, w, global_scale=s, eps=EPS,
-                                             is_sf_swizzled_layout=True, enable_pdl=False),
+                                             is_sf_swizzled_layout=True, **pdl),
             (t(4, 2048), t(2048), t(1, dtype=torch.float32)))
 
 
 def _add_rmsnorm_fp4quant(t, fi):
     from flashinfer.cute_dsl.add_rmsnorm_fp4quant import add_rmsnorm_fp4quant
+    pdl = fit.accepted(add_rmsnorm_fp4quant, {"enable_pdl": False})
 
     def f(x, r, w, s):
         out = add_rmsnorm_fp4quant(x, r, w, global_scale=s, eps=EPS, is_sf_swizzled_layout=True,
-                                   enable_pdl=False)
+                                   **pdl)
         return (*out, r)
     return f, (t(4, 2048), t(4, 2048), t(2048), t(1, dtype=torch.float32))
 

@@ -3,6 +3,8 @@ product (GDP), Kimi delta attention (KDA) and the MiniMax-H3 prepared pre-attent
 Shapes are Qwen3-Next's / Kimi-Linear's per-rank heads at head dim 128, few tokens."""
 import torch
 
+from . import fit
+
 BF16, F32, I32, I64 = torch.bfloat16, torch.float32, torch.int32, torch.int64
 D = 128             # head dim (GDN on SM100 and KDA require 128)
 HQ, HV = 2, 4       # Qwen3-Next GVA: fewer q/k heads than v heads
@@ -21,14 +23,15 @@ def _gdn_prefill(t, fi):
     """SGLang 0.5.23's Qwen3-Next extend (gdn_flashinfer.py): packed q/k/v, float32 alpha and
     beta, the float32 states gathered from the pool, int64 cu_seqlens, a fresh final state."""
     from flashinfer.gdn_prefill import chunk_gated_delta_rule
+    # The checkpoints: 0.6.11 on (0.6.3, SGLang 0.5.9's pin, has none).
+    checkpoints = fit.accepted(chunk_gated_delta_rule, dict(
+        state_checkpoints=None, checkpoint_cu_starts=None, checkpoint_every_n_tokens=0))
 
     def f(q, k, v, g, beta, state, out_state, cu):
         return chunk_gated_delta_rule(q=q, k=k, v=v, g=g, beta=beta, scale=None,
                                       initial_state=state, output_final_state=True,
                                       cu_seqlens=cu, use_qk_l2norm_in_kernel=False,
-                                      output=None, output_state=out_state,
-                                      state_checkpoints=None, checkpoint_cu_starts=None,
-                                      checkpoint_every_n_tokens=0)
+                                      output=None, output_state=out_state, **checkpoints)
     return f, (t(TOK, HQ, D), t(TOK, HQ, D), t(TOK, HV, D), t(TOK, HV, dtype=F32),
                t(TOK, HV, dtype=F32), t(SEQS, HV, D, D, dtype=F32),
                t(SEQS, HV, D, D, dtype=F32), _cu_seqlens())
@@ -146,13 +149,15 @@ def _recurrent_kda(t, fi):
     """SGLang 0.5.23's Kimi-Linear extend (kda_flashinfer_prefill.py): raw gates and beta
     logits, the state pool indexed by slot, int32 cu_seqlens, the CuTe DSL backend."""
     recurrent_kda = fi.recurrent_kda  # flashinfer.kda in 0.7.x, flashinfer.kda_decode before
+    # `backend`: 0.7.x (0.6.16 has the CuTe DSL kernel alone).
+    backend = fit.accepted(recurrent_kda, {"backend": "cute-dsl"})
 
     def f(q, k, v, g, beta, A_log, dt_bias, pool, slots, cu):
         out = recurrent_kda(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias,
                             initial_state=pool, output_final_state=False,
                             use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
                             lower_bound=-5.0, cu_seqlens=cu, ssm_state_indices=slots,
-                            beta_is_logit=True, backend="cute-dsl")
+                            beta_is_logit=True, **backend)
         return out[0], pool
     return f, (*_kda_prefill_args(t), _cu_seqlens(I32))
 

@@ -6,6 +6,8 @@ import inspect
 
 import torch
 
+from . import fit
+
 M, H, I, E, TOP_K = 4, 256, 256, 8, 2  # noqa: E741  (I: intermediate size, as MoE kernels name it)
 U8, F32, FP8, BF16 = torch.uint8, torch.float32, torch.float8_e4m3fn, torch.bfloat16
 
@@ -26,24 +28,26 @@ def _fp4_weights(t):
 
 
 def _trtllm_fp4(t, fi):
-    weights = _fp4_weights(t)
+    fn = fi.trtllm_fp4_block_scale_moe
+    kwargs = fit.accepted(fn, dict(routing_bias=None, routed_scaling_factor=None,
+                                   routing_method_type=1, **_fp4_weights(t)))  # Renormalize
+    given = fit.takes(fn, "output")
 
     def moe(router_logits):
-        output = torch.empty(M, H, dtype=BF16, device="cuda")
-        return fi.trtllm_fp4_block_scale_moe(
-            routing_logits=router_logits, routing_bias=None, routed_scaling_factor=None,
-            routing_method_type=1, output=output, **weights)[0]  # Renormalize
+        extra = {"output": torch.empty(M, H, dtype=BF16, device="cuda")} if given else {}
+        return fit.first(fn(routing_logits=router_logits, **kwargs, **extra))
     return moe, (t(M, E, dtype=F32),)
 
 
 def _trtllm_fp4_routed(t, fi):
-    weights = _fp4_weights(t)
+    fn = fi.trtllm_fp4_block_scale_routed_moe
+    kwargs = fit.accepted(fn, dict(routing_bias=None, routed_scaling_factor=None,
+                                   routing_method_type=1, **_fp4_weights(t)))
+    given = fit.takes(fn, "output")
 
     def moe(topk_ids):  # packed (expert id << 16 | bf16 weight)
-        output = torch.empty(M, H, dtype=BF16, device="cuda")
-        return fi.trtllm_fp4_block_scale_routed_moe(
-            topk_ids=topk_ids, routing_bias=None, routed_scaling_factor=None,
-            routing_method_type=1, output=output, **weights)[0]
+        extra = {"output": torch.empty(M, H, dtype=BF16, device="cuda")} if given else {}
+        return fit.first(fn(topk_ids=topk_ids, **kwargs, **extra))
     return moe, (t(M, TOP_K, dtype=torch.int32),)
 
 
@@ -54,15 +58,19 @@ def _cutlass_fp4(t, fi):
                     t(1, dtype=F32), t(E, H, I // 16, dtype=torch.int32), t(E, dtype=F32)]
     fc1, fc2 = t(E, 2 * I, H // 16, dtype=torch.long), t(E, H, I // 16, dtype=torch.long)
 
+    fn = fi.cutlass_fused_moe
+    # use_fused_finalize: 0.6.12 on; older releases finalize as it asks anyway.
+    kwargs = fit.accepted(fn, dict(
+        token_selected_experts=topk_ids, token_final_scales=topk_weights,
+        fc1_expert_weights=fc1, fc2_expert_weights=fc2, output_dtype=BF16, input_sf=None,
+        quant_scales=quant_scales, swiglu_alpha=None, swiglu_beta=None, swiglu_limit=None,
+        ep_size=1, ep_rank=0, tp_size=1, tp_rank=0, tune_max_num_tokens=4,
+        activation_type=fused_moe.ActivationType.Swiglu, enable_alltoall=False,
+        use_fused_finalize=True))
+
     def moe(x):
         output = torch.empty(M, H, dtype=BF16, device="cuda")
-        return fi.cutlass_fused_moe(
-            output=output, input=x, token_selected_experts=topk_ids,
-            token_final_scales=topk_weights, fc1_expert_weights=fc1, fc2_expert_weights=fc2,
-            output_dtype=BF16, input_sf=None, quant_scales=quant_scales, swiglu_alpha=None,
-            swiglu_beta=None, swiglu_limit=None, ep_size=1, ep_rank=0, tp_size=1, tp_rank=0,
-            tune_max_num_tokens=4, activation_type=fused_moe.ActivationType.Swiglu,
-            enable_alltoall=False, use_fused_finalize=True)[0]
+        return fit.first(fn(output=output, input=x, **kwargs))
     return moe, (t(M, H, dtype=BF16),)
 
 
@@ -160,8 +168,11 @@ def _trtllm(op, weights, routed, output=True):
         kwargs = {k: v for k, v in {**_common(), **weights(t)}.items() if k in names}
         key, routing = _routing(t, routed)
 
+        # (0.6.3's and 0.6.11.post1's BF16 and FP8 entry points allocate their own output.)
+        given = output and fit.takes(fn, "output")
+
         def moe(routing):
-            extra = {"output": torch.empty(M, H, dtype=BF16, device="cuda")} if output else {}
+            extra = {"output": torch.empty(M, H, dtype=BF16, device="cuda")} if given else {}
             return fn(**{key: routing}, **kwargs, **extra)
         return moe, (routing,)
     return build

@@ -1,6 +1,8 @@
 """Quantization (fp4/mxfp4/mxfp8/fp8) and GEMM (bmm_fp8, mm_fp4, mm_fp8, grouped, segment)."""
 import torch
 
+from . import fit
+
 from .elementwise import _blackwell_only
 
 BF16, FP8, U8, F32 = torch.bfloat16, torch.float8_e4m3fn, torch.uint8, torch.float32
@@ -131,9 +133,10 @@ def _mxfp8_bshd(t, fi):
 
 def _per_token_group(t, fi):
     from flashinfer import quantization
-    return (lambda x: quantization.per_token_group_quant_8bit(x, 128, dst_dtype=FP8,
-                                                              backend="cuda"),
-            (t(M, K),))
+    fn = quantization.per_token_group_quant_8bit
+    # The CUDA backend where the release has one; 0.7.2's only backend is "cutile".
+    backend = fit.choice(fn, "backend", "cuda")
+    return (lambda x: fn(x, 128, dst_dtype=FP8, backend=backend), (t(M, K),))
 
 
 def _make_global_scale(t, fi):
