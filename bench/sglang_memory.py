@@ -24,6 +24,17 @@ from sglang_server import HELPER, free_port, generate, health
 ROLES = (("sglang::scheduler", "scheduler"), ("sglang::detokenizer", "detokenizer"))
 
 
+def role_of(args):
+    """The role of a process of the server from its command line, split at NULs (SGLang names
+    its children by rewriting their command line)."""
+    first = args[0].decode(errors="replace")
+    role = next((name for prefix, name in ROLES if first.startswith(prefix)), None)
+    if role is None:
+        role = "wrapper" if first.endswith("dynafold") else (
+            "launcher" if b"sglang.launch_server" in args else "other")
+    return role
+
+
 def session_rss(sid):
     """role -> VmRSS in MiB of each process of session `sid` (the wrapper, the launcher, the
     scheduler, the detokenizer; SGLang names its children by their command line)."""
@@ -39,11 +50,7 @@ def session_rss(sid):
                        if line.startswith("VmRSS:"))
         except (OSError, StopIteration, ValueError):
             continue
-        first = args[0].decode(errors="replace")
-        role = next((name for prefix, name in ROLES if first.startswith(prefix)), None)
-        if role is None:
-            role = "wrapper" if first.endswith("dynafold") else (
-                "launcher" if b"sglang.launch_server" in args else "other")
+        role = role_of(args)
         out[role] = round(out.get(role, 0) + rss / 1024, 1)
     return out
 
