@@ -153,10 +153,11 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
     return maturin.build_editable(wheel_directory, _maturin_settings(config_settings, triple), metadata_directory)
 
 
-# Beyond the workspace members: the files the crates include_str! (hooks/, and the public-API
-# tables `doctor --ops` ships, integration/api_status/tables/), cargo's own settings
-# (.cargo/config.toml: pyo3 must not link libpython), and the Python side.
-SDIST_TREES = ("hooks", "integration/api_status/tables", ".cargo", "python/dynafold",
+# Beyond the workspace members: the files the crates include_str! (hooks/, and
+# integration/api_status/: the public-API tables `doctor --ops` ships and the program it runs
+# live on a release with none), cargo's own settings (.cargo/config.toml: pyo3 must not link
+# libpython), and the Python side.
+SDIST_TREES = ("hooks", "integration/api_status", ".cargo", "python/dynafold",
                "python/build_backend")
 SKIPPED = {"target", "__pycache__", ".git"}
 
