@@ -80,14 +80,19 @@ OPS.append(Op(
 
 
 def _mxfp8_quantize_sm100(values):
-    """`mxfp8_quantize_sm100`'s `(values, scales)` as its body allocates them (0.6.16-0.7.4),
-    `sf_swizzle_layout` compared as FlashInfer's SfLayout ints (128x4 = 0, 8x4 = 1, linear = 2).
-    On a GPU: float8_e4m3fn values (*shape[:-1], K rounded up to `alignment`) and 1-D uint8
-    scales, rows padded to 128 (8) and K/32 columns to 4 when swizzled, M * K/32 when linear. On
-    the CPU (the host kernel): uint8 values of the input's shape, scales as above on the
-    unpadded K (no 8x4 there). (FlashInfer's fake gives int64/int32 of other sizes and lacks
-    `enable_pdl`.)"""
-    input, layout = values["input"], int(values["sf_swizzle_layout"])
+    """`mxfp8_quantize_sm100`'s `(values, scales)` as its body allocates them (0.6.3-0.7.4),
+    `sf_swizzle_layout` compared as FlashInfer's SfLayout ints (128x4 = 0, 8x4 = 1, linear = 2);
+    0.6.3 (flashinfer/fp8_quantization.py) has the bool `is_sf_swizzled_layout` instead, True
+    being 128x4 and False linear. On a GPU: float8_e4m3fn values (*shape[:-1], K rounded up to
+    `alignment`) and 1-D uint8 scales, rows padded to 128 (8) and K/32 columns to 4 when
+    swizzled, M * K/32 when linear. On the CPU (the host kernel): uint8 values of the input's
+    shape, scales as above on the unpadded K (no 8x4 there). (FlashInfer's fake gives
+    int64/int32 of other sizes and lacks `enable_pdl`.)"""
+    input = values["input"]
+    if "sf_swizzle_layout" in values:
+        layout = int(values["sf_swizzle_layout"])
+    else:
+        layout = 0 if values["is_sf_swizzled_layout"] else 2
     k = input.shape[-1]
     if input.device.type == "cpu":
         m, padded_k = input.shape[0], k
@@ -107,7 +112,8 @@ OPS.append(Op(
     module="flashinfer.quantization.fp8_quantization",
     function="get_mxfp8_quantization_sm100_module.<locals>.mxfp8_quantize_sm100",
     name="flashinfer::mxfp8_quantize_sm100",
-    fake=Fake(_mxfp8_quantize_sm100, ("input", "sf_swizzle_layout", "alignment")),
+    # Its layout parameter is read by either name (0.6.3's bool, later SfLayout).
+    fake=Fake(_mxfp8_quantize_sm100, ("input", "alignment")),
 ))
 
 
