@@ -85,6 +85,11 @@ RULES = [
     (r"does not support backend '(\w+)' with capability (\d+)",
      "FlashInfer refuses backend {0} on sm{1} and on the sm100 stand-in: the call's arguments "
      "fit no device here"),
+    # 0.6.x's deprecated MLA decode wrapper (decode.py BatchDecodeMlaWithPagedKVCacheWrapper.run:
+    # `if device_arch != 80: raise GPUArchitectureError`).
+    (r"Supported architecture: SM80",
+     "FlashInfer's own device check refuses both stand-ins (sm90, sm100): its run() takes SM80 "
+     "(A100) alone, a device this machine has no stand-in for: not traced here"),
     (r"requires SM(\d+)|requires a Blackwell GPU|requires SM100",
      "FlashInfer's own device check refuses both stand-ins (sm90, sm100)"),
     (r"Found no NVIDIA driver|CUDA driver version is insufficient|NVIDIA driver library",

@@ -189,8 +189,9 @@ class Correction:
     # (engine/narrowing.py, VARIADIC).
     variadic: bool = False
     # {parameter: annotation} for parameters FlashInfer wrote no annotation for (0.7.x's SM12x
-    # CuTe DSL MoE GEMMs: their tensors and `tile`), the types its callers pass; the operator's
-    # schema reads them as if FlashInfer had written them.
+    # CuTe DSL MoE GEMMs: their tensors and `tile`), or one its own default contradicts (0.6.3's
+    # `enable_pdl: bool = None`, which no schema takes), the types its callers pass; the
+    # operator's schema reads them as if FlashInfer had written them.
     annotations: Optional[Mapping[str, Any]] = None
     # {name: annotation} of the entries a trailing `**kwargs` takes (0.7.x
     # grouped_gemm_nt_masked's `alpha`, `alpha_dtype`): operator parameters defaulting to None,

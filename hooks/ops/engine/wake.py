@@ -587,8 +587,8 @@ def _plan(declared):
     if isinstance(mutates, str):
         return mutates
     returns_argument = correction.get("returns_argument")
-    # Annotations FlashInfer left out, as the op's correction gives them.
-    hints = {**correction.get("annotations", {}), **_hints(fn)}
+    # Annotations FlashInfer left out or wrote wrong, as the op's correction gives them.
+    hints = {**_hints(fn), **correction.get("annotations", {})}
     if returns_argument:
         hints = {**hints, "return": type(None)}
     narrowings = [None]

@@ -38,6 +38,7 @@ compile (hooks/ops/engine/wake.py `_outside_the_trace`) gives a stand-in of the 
 """
 
 import inspect
+import re
 import typing
 
 import torch
@@ -736,7 +737,7 @@ def held(key):
     return method_boundaries.held(key)
 
 
-# The signatures the bodies below copy (names, kinds, defaults), 0.6.16 to 0.7.4; a release
+# The signatures the bodies below copy (names, kinds, defaults), 0.6.3 to 0.7.4; a release
 # that differs is traced as shipped.
 _JIT_MODULE_SIGNATURES = {
     "single_decode_with_kv_cache_with_jit_module": (
@@ -746,6 +747,23 @@ _JIT_MODULE_SIGNATURES = {
         ("jit_module", "q", "k", "v", "*args"),
         {"kv_layout": "NHD", "mask_mode": 0, "window_left": -1, "return_lse": False}),
 }
+
+
+# 0.6.3 (SGLang 0.5.9's pin) takes the split-KV scratch from FlashInfer's per-device cache,
+# `_get_cache_buf("single_decode_with_kv_cache_tmp", 32 * 1024 * 1024, device)`; from 0.6.11 the
+# body allocates it fresh per call, `torch.empty(SINGLE_KERNEL_TMP_SIZE)` (32 MiB too), so the
+# kernel carries nothing in it from one call to the next and a fresh buffer of that size serves.
+_CACHED_TMP = re.compile(r'_get_cache_buf\(\s*"single_(decode|prefill)_with_kv_cache_tmp",\s*'
+                         r'32 \* 1024 \* 1024\b')
+
+
+def _tmp_size(public):
+    size = public.__globals__.get("SINGLE_KERNEL_TMP_SIZE")
+    if size is not None:
+        return int(size)
+    if _CACHED_TMP.search(inspect.getsource(public)):
+        return 32 * 1024 * 1024
+    raise RuntimeError(f"{public.__name__}'s scratch changed")
 
 
 def _constants(public):
@@ -759,7 +777,7 @@ def _constants(public):
     if names != positional or found != keywords:
         raise RuntimeError(f"{public.__name__}'s signature changed")
     layouts = {layout.name: int(layout.value) for layout in public.__globals__["TensorLayout"]}
-    return int(public.__globals__["SINGLE_KERNEL_TMP_SIZE"]), layouts
+    return _tmp_size(public), layouts
 
 
 def single_decode_through(public):

@@ -2,6 +2,8 @@
 functions and dynafold's declarations of the attention entry points that call a kernel in
 their public body."""
 
+import typing
+
 import torch
 
 from _dynafold_ops.engine.record import (
@@ -234,6 +236,24 @@ OPS.append(Op(
     sweep=Sweep(equal=("0.7.4",)),
 ))
 
+# fmha_v2_prefill_deepseek (0.6.3 on, SM120/SM12x): before 0.7.2's runner above, the public
+# function loads its JIT module and calls `module.run(...)` in its own body (0.6.3 and
+# 0.6.11.post1 prefill.py), no op declared; from 0.7.2 it checks its arguments and calls the
+# runner. The kernel writes `out`, the caller's (required), and `lse` when given
+# (csrc/trtllm_fmha_v2_binding.cu TRTLLMFMHAv2Run); the result is `out` itself, or `(out, lse)`
+# with return_lse. Woken for the call without return_lse (the correction's `result_is_given`),
+# `out` and `lse` declared mutable; its device check runs with the kernel.
+OPS.append(Op(
+    family=Family.ATTENTION,
+    module="flashinfer.prefill",
+    function="fmha_v2_prefill_deepseek",
+    name="flashinfer::fmha_v2_prefill_deepseek_public",
+    declare=Declare(mutates=("out", "lse")),
+    # dynafold's declaration of fmha_v2_prefill_deepseek: returns `out`, the caller's, or
+    # `(out, lse)` with return_lse; the kernel writes both, declared mutable.
+    correction=Correction(result_is_given=Given(argument="out", when={"return_lse": False})),
+))
+
 
 def _trtllm_batch_context_with_kv_cache(values):
     """`trtllm_batch_context_with_kv_cache`'s result with no `out` given, no return_lse and a
@@ -275,6 +295,41 @@ OPS.append(Op(
     # gives no `out` (the correction's `fresh_only`).
     fake=Fake(_trtllm_batch_context_with_kv_cache, ("query", "out_dtype")),
     sweep=Sweep(equal=("0.6.16", "0.7.4")),
+))
+
+
+def _trtllm_mla_decode(values):
+    """`trtllm_batch_decode_with_kv_cache_mla`'s result with no `out` given, the only call
+    woken: `torch.empty(query.shape[:-1] + (kv_lora_rank,), dtype=torch.bfloat16)` on both its
+    backends (0.6.3 mla.py, and xqa_batch_decode_with_kv_cache_mla's the same)."""
+    query = values["query"]
+    return query.new_empty((*query.shape[:-1], values["kv_lora_rank"]), dtype=torch.bfloat16)
+
+
+# trtllm_batch_decode_with_kv_cache_mla (0.6.3's flashinfer/mla.py; SGLang 0.5.9's trtllm_mla
+# backend) picks its backend by the device and, for trtllm-gen (SM100), calls its JIT module's
+# tvm_ffi function in the public body (`get_trtllm_gen_fmha_module().trtllm_paged_attention_decode`),
+# no op declared; for XQA (SM120) it goes through xqa_batch_decode_with_kv_cache_mla to the
+# declared xqa_mla. Either kernel writes `out` (allocated unless given) and its multi-block
+# semaphores in `workspace_buffer` (its docstring: "used for multi_block mode. Must be initialized
+# to 0"; XQA's semaphores and scratch are slices of it). Woken for the call that gives no `out`
+# (the correction's `fresh_only`), the workspace declared mutable. Later releases define it in
+# flashinfer.mla._core, another key.
+OPS.append(Op(
+    family=Family.ATTENTION,
+    module="flashinfer.mla",
+    function="trtllm_batch_decode_with_kv_cache_mla",
+    name="flashinfer::trtllm_batch_decode_with_kv_cache_mla",
+    declare=Declare(mutates=("workspace_buffer",)),
+    # dynafold's declaration of trtllm_batch_decode_with_kv_cache_mla: the result is `out`, the
+    # caller's when given, else allocated; only the call without one (and without sinks) is
+    # woken. `enable_pdl` is written `bool = None` (None: the device decides) and the scales
+    # `Union[float, Tensor] = 1.0`, which no schema takes: woken for the float scales serving
+    # code passes (SGLang 0.5.9's trtllm_mla backend), a tensor scale traced as shipped.
+    correction=Correction(fresh_only=Fresh(when={"out": None, "sinks": None}, results=1),
+                          annotations={"enable_pdl": typing.Optional[bool], "bmm1_scale": float,
+                                       "bmm2_scale": float}),
+    fake=Fake(_trtllm_mla_decode, ("query", "kv_lora_rank")),
 ))
 
 

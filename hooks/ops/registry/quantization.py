@@ -80,14 +80,19 @@ OPS.append(Op(
 
 
 def _mxfp8_quantize_sm100(values):
-    """`mxfp8_quantize_sm100`'s `(values, scales)` as its body allocates them (0.6.16-0.7.4),
-    `sf_swizzle_layout` compared as FlashInfer's SfLayout ints (128x4 = 0, 8x4 = 1, linear = 2).
-    On a GPU: float8_e4m3fn values (*shape[:-1], K rounded up to `alignment`) and 1-D uint8
-    scales, rows padded to 128 (8) and K/32 columns to 4 when swizzled, M * K/32 when linear. On
-    the CPU (the host kernel): uint8 values of the input's shape, scales as above on the
-    unpadded K (no 8x4 there). (FlashInfer's fake gives int64/int32 of other sizes and lacks
-    `enable_pdl`.)"""
-    input, layout = values["input"], int(values["sf_swizzle_layout"])
+    """`mxfp8_quantize_sm100`'s `(values, scales)` as its body allocates them (0.6.3-0.7.4),
+    `sf_swizzle_layout` compared as FlashInfer's SfLayout ints (128x4 = 0, 8x4 = 1, linear = 2);
+    0.6.3 (flashinfer/fp8_quantization.py) has the bool `is_sf_swizzled_layout` instead, True
+    being 128x4 and False linear. On a GPU: float8_e4m3fn values (*shape[:-1], K rounded up to
+    `alignment`) and 1-D uint8 scales, rows padded to 128 (8) and K/32 columns to 4 when
+    swizzled, M * K/32 when linear. On the CPU (the host kernel): uint8 values of the input's
+    shape, scales as above on the unpadded K (no 8x4 there). (FlashInfer's fake gives
+    int64/int32 of other sizes and lacks `enable_pdl`.)"""
+    input = values["input"]
+    if "sf_swizzle_layout" in values:
+        layout = int(values["sf_swizzle_layout"])
+    else:
+        layout = 0 if values["is_sf_swizzled_layout"] else 2
     k = input.shape[-1]
     if input.device.type == "cpu":
         m, padded_k = input.shape[0], k
@@ -107,7 +112,8 @@ OPS.append(Op(
     module="flashinfer.quantization.fp8_quantization",
     function="get_mxfp8_quantization_sm100_module.<locals>.mxfp8_quantize_sm100",
     name="flashinfer::mxfp8_quantize_sm100",
-    fake=Fake(_mxfp8_quantize_sm100, ("input", "sf_swizzle_layout", "alignment")),
+    # Its layout parameter is read by either name (0.6.3's bool, later SfLayout).
+    fake=Fake(_mxfp8_quantize_sm100, ("input", "alignment")),
 ))
 
 
@@ -126,7 +132,7 @@ def _fp4_quantize_cute_dsl(values):
     if not values["is_sf_swizzled_layout"]:
         rows = m
     else:
-        rows = _round_up(m, 8 if values["is_sf_8x4_layout"] else 128)
+        rows = _round_up(m, 8 if values.get("is_sf_8x4_layout", False) else 128)
         columns = _round_up(columns, 4)
     return (input.new_empty((m, k // 2), dtype=torch.uint8),
             input.new_empty((rows, columns), dtype=torch.uint8))
@@ -293,10 +299,11 @@ OPS.append(Op(
 
 
 def _mxfp8_quantize_cute_dsl(values):
-    """`mxfp8_quantize_cute_dsl`'s results as it allocates them (0.6.16-0.7.4): the input
+    """`mxfp8_quantize_cute_dsl`'s results as it allocates them (0.6.11.post1-0.7.4): the input
     (..., K) flattened to M rows, K rounded up to `alignment`; float8_e4m3fn values (M,
     padded_K); 1-D uint8 scales, padded_K/32 columns padded to 4 and the rows to 128 (8 for the
-    8x4 layout) when swizzled, M * padded_K/32 otherwise."""
+    8x4 layout, 0.6.16's `is_sf_8x4_layout`; 0.6.11.post1 has 128x4 alone) when swizzled,
+    M * padded_K/32 otherwise."""
     input = values["input"]
     k = input.shape[-1]
     m = 1
@@ -304,7 +311,7 @@ def _mxfp8_quantize_cute_dsl(values):
         m *= size
     padded_k = _round_up(k, values["alignment"])
     if values["is_sf_swizzled_layout"]:
-        rows = _round_up(m, 8 if values["is_sf_8x4_layout"] else 128)
+        rows = _round_up(m, 8 if values.get("is_sf_8x4_layout", False) else 128)
         size = rows * _round_up(padded_k // 32, 4)
     else:
         size = m * (padded_k // 32)
@@ -312,7 +319,8 @@ def _mxfp8_quantize_cute_dsl(values):
             input.new_empty((size,), dtype=torch.uint8))
 
 
-# The public MXFP4 and MXFP8 CuTe DSL quantizers (flashinfer.quantization, 0.6.16 on, SM100): each
+# The public MXFP4 and MXFP8 CuTe DSL quantizers (flashinfer.quantization, 0.6.16 on, SM100; the
+# MXFP8 one from 0.6.11.post1, before `is_sf_8x4_layout`, which its fake reads where given): each
 # compiles its kernel at call time (cute.compile, source formatting and hashing, file locks),
 # mxfp8's 0.7.x body also clones an input whose data_ptr() is not 16-byte aligned (no trace can read
 # an address), then launches it. Each allocates its two results and the kernels write only them
@@ -335,7 +343,7 @@ OPS.append(Op(
     declare=Declare(),
     fake=Fake(
         _mxfp8_quantize_cute_dsl,
-        ("input", "alignment", "is_sf_swizzled_layout", "is_sf_8x4_layout"),
+        ("input", "alignment", "is_sf_swizzled_layout"),
     ),
     sweep=Sweep(cute_dsl=("0.6.16", "0.7.4")),
 ))

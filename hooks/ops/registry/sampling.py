@@ -15,6 +15,31 @@ OPS.append(Op(
 ))
 
 
+def _min_p_sampling_from_probs(values):
+    """`min_p_sampling_from_probs`'s samples as its body allocates them: one per row of `probs`
+    (per entry of `indices` when given), int32 (`indices`' dtype when given), and with 0.6.11's
+    `return_valid` a bool per sample besides (0.6.3-0.7.4 sampling.py; FlashInfer's own fake
+    from 0.6.11 says the same, 0.6.3 has none)."""
+    probs, indices = values["probs"], values["indices"]
+    rows = indices.size(0) if indices is not None else probs.size(0)
+    samples = probs.new_empty(rows, dtype=indices.dtype if indices is not None else torch.int32)
+    if values.get("return_valid", False):
+        return samples, probs.new_empty(rows, dtype=torch.bool)
+    return samples
+
+
+# FlashInfer's min-p sampling kernel declaration: 0.6.3 (SGLang 0.5.9's pin) registers no fake
+# for it (sampling.py registers one for every other sampler), so it stayed as shipped and Dynamo
+# traced its body into the default generator's torch.cuda.init(). Fake: the record's.
+OPS.append(Op(
+    family=Family.SAMPLING,
+    module="flashinfer.sampling",
+    function="get_sampling_module.<locals>.min_p_sampling_from_probs",
+    name="flashinfer::min_p_sampling_from_probs",
+    fake=Fake(_min_p_sampling_from_probs, ("probs", "indices")),
+))
+
+
 def _top_k(values):
     """`top_k`'s (values, indices): (rows, k) of the input's dtype and int64, on every path it
     takes (CUB, clusters, radix; sorted or not: its sort and gather keep the shape)."""

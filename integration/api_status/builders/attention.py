@@ -124,6 +124,18 @@ def _mla_run(t, fi):
     return (lambda qn, qp, ckv, kpe: w.run(qn, qp, ckv, kpe)), args
 
 
+def _mla_decode_run(method):
+    """The deprecated MLA decode wrapper (0.6.x; its run() takes SM80 alone): 16 heads of
+    512 + 64 over a paged compressed-KV cache, planned as BatchMLAPagedAttentionWrapper is."""
+    def build(t, fi):
+        w = fi.BatchDecodeMlaWithPagedKVCacheWrapper(_ws())
+        _plan(w.plan, _host(0, 1, 2), _host(0, 1), _host(1, 1), 16, 512, PAGE, 0.1,
+              data_type=BF16, q_data_type=BF16)
+        return ((lambda qn, qp, ckv, kpe: getattr(w, method)(qn, qp, ckv, kpe)),
+                (t(2, 16, 512), t(2, 16, 64), t(PAGES, PAGE, 512), t(PAGES, PAGE, 64)))
+    return build
+
+
 def _pod_run(t, fi):
     w = fi.PODWithPagedKVCacheWrapper(_ws(), "NHD")
     _plan(w.plan, _host(0, 1, 2), _host(0, 1), _host(1, 1), H, H, D, PAGE, q_data_type=BF16,
@@ -153,6 +165,8 @@ BUILDERS = {
     **{f"BatchPrefillWithRaggedKVCacheWrapper.{m}": _prefill_ragged_run(m)
        for m in ("run", "run_return_lse", "forward", "forward_return_lse")},
     "BatchMLAPagedAttentionWrapper.run": _mla_run,
+    **{f"BatchDecodeMlaWithPagedKVCacheWrapper.{m}": _mla_decode_run(m)
+       for m in ("run", "run_return_lse")},
     "PODWithPagedKVCacheWrapper.run": _pod_run,
     "MultiLevelCascadeAttentionWrapper.run": _cascade_run,
 }
@@ -389,6 +403,28 @@ def _xqa_mla(t, fi):
          _i(4).view(2, 2), _i(2), t(2, 1, 128, 512), _ws(), _i(8 << 10)))
 
 
+def _trtllm_mla_decode(t, fi):
+    """SGLang's trtllm_mla backend (DeepSeek MLA decode on Blackwell): one query token per
+    request, 16 heads of 512 + 64 against a paged cache of 64-token pages, four pages a request
+    (block tables a multiple of 128 / page size wide, FlashInfer's check); the backend FlashInfer
+    picks by the device ("auto")."""
+    from flashinfer import mla
+    return (lambda q, c, ws, bt, sl: mla.trtllm_batch_decode_with_kv_cache_mla(
+        q, c, ws, 128, 512, 64, bt, sl, 256, bmm1_scale=576 ** -0.5),
+        (t(2, 1, 16, 576), t(PAGES, 64, 576), _ws(), _i(8).view(2, 4), _i(2)))
+
+
+def _xqa_mla_decode(t, fi):
+    """The XQA MLA decode (SM120, FP8 E4M3 query and cache, BF16 out): as xqa_mla's builder,
+    128 heads over 32-token pages, through the batch API's shape checks."""
+    from flashinfer import mla
+    f8 = torch.float8_e4m3fn
+    return (lambda q, c, ws, bt, sl: mla.xqa_batch_decode_with_kv_cache_mla(
+        q, c, ws, 128, 512, 64, bt, sl, 128),
+        (t(2, 1, 128, 576, dtype=f8), t(PAGES, 32, 576, dtype=f8), _ws(), _i(8).view(2, 4),
+         _i(2)))
+
+
 def _sm110_gqa_decode(t, fi):
     from flashinfer import decode
     f16 = torch.float16
@@ -531,6 +567,8 @@ BUILDERS.update({
     "xqa_batch_decode_with_kv_cache": _xqa_decode,
     "xqa": _xqa,
     "xqa_mla": _xqa_mla,
+    "trtllm_batch_decode_with_kv_cache_mla": _trtllm_mla_decode,
+    "xqa_batch_decode_with_kv_cache_mla": _xqa_mla_decode,
     "sm110_gqa_decode": _sm110_gqa_decode,
     "trtllm_sage_attention_quantize": _sage_quantize,
     "trtllm_ragged_attention_deepseek": _ragged_deepseek,

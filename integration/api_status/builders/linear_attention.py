@@ -241,11 +241,26 @@ def _round128(n):
     return -(-n // 128) * 128
 
 
-def _minimax_common(t):
+def _minimax_common(t, m=M):
     hidden, width = HIDDEN, WIDTH
-    return dict(x=t(M, hidden), x_norm_weight=t(hidden), adaln_scale=t(9, hidden),
-                adaln_shift=t(9, hidden), adaln_index=torch.zeros(M, device="cuda", dtype=I32),
-                q_norm_weight=t(D), k_norm_weight=t(D), rope_cos_sin=t(M, 96)), hidden, width
+    return dict(x=t(m, hidden), x_norm_weight=t(hidden), adaln_scale=t(9, hidden),
+                adaln_shift=t(9, hidden), adaln_index=torch.zeros(m, device="cuda", dtype=I32),
+                q_norm_weight=t(D), k_norm_weight=t(D), rope_cos_sin=t(m, 96)), hidden, width
+
+
+def _mxfp8_route():
+    """(M, P) for the MXFP8 pre-attention: 0.7.4's programs take any; 0.7.2's only the exact
+    routes it compiled (jit/cake_minimax_h3_mxfp8.py MINIMAX_H3_MXFP8_SHAPES, which has no
+    M=4), of which the fewest tokens."""
+    import importlib
+    try:
+        jit = importlib.import_module("flashinfer.jit.cake_minimax_h3_mxfp8")
+    except ImportError:
+        return M, P
+    routes = getattr(jit, "MINIMAX_H3_MXFP8_SHAPES", None)
+    if routes is None or (M, P) in routes:
+        return M, P
+    return min(routes)
 
 
 def _nvfp4_out(t):
@@ -259,17 +274,18 @@ def _nvfp4_out(t):
 
 def _minimax_mxfp8(t, fi):
     from flashinfer import gemm
-    common, hidden, width = _minimax_common(t)
+    m, p = _mxfp8_route()
+    common, hidden, width = _minimax_common(t, m)
     u8 = torch.uint8
     run = dict(common, qkv_weight_q=t(width, hidden, dtype=torch.float8_e4m3fn),
                qkv_weight_sf=t(width * (hidden // 32), dtype=u8),
-               out_q=t(P, M, HEADS // P, 3, D, dtype=torch.float8_e4m3fn),
-               out_sf=t(P, _round128(_rows(M, P)) * (D // 32), dtype=u8))
+               out_q=t(p, m, HEADS // p, 3, D, dtype=torch.float8_e4m3fn),
+               out_sf=t(p, _round128(_rows(m, p)) * (D // 32), dtype=u8))
     op = fi.MiniMaxH3Mxfp8PreAttention(
-        **run, activation_q=t(M, hidden, dtype=torch.float8_e4m3fn),
-        activation_sf=t(_round128(M) * (hidden // 32), dtype=u8),
-        qkv_bf16=t(M, width), gemm_workspace=t(gemm.gemm_base.DEFAULT_WORKSPACE_SIZE, dtype=u8),
-        P=P)
+        **run, activation_q=t(m, hidden, dtype=torch.float8_e4m3fn),
+        activation_sf=t(_round128(m) * (hidden // 32), dtype=u8),
+        qkv_bf16=t(m, width), gemm_workspace=t(gemm.gemm_base.DEFAULT_WORKSPACE_SIZE, dtype=u8),
+        P=p)
     names = tuple(run)
     return (lambda *a: op.run(**dict(zip(names, a)))), tuple(run.values())
 
