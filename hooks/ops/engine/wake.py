@@ -19,7 +19,8 @@ This module keeps the eager path exactly as FlashInfer ships it and gives Dynamo
    (the op's record, hooks/ops/registry/), or, for an op that returns nothing, one that
    returns nothing (several of FlashInfer's no-result fakes rotted: parameters missing); then
    `torch._dynamo.substitute_in_graph(fn)` makes Dynamo call the operator wherever it meets
-   `fn`. `fn` itself is untouched.
+   `fn`. `fn` itself is untouched. The op records and the engine reading them (COMPILE_TIME
+   below) are imported at the first compile start too, not at FlashInfer's import.
 3. A declaration whose full signature no torch schema can say (FlashInfer's sampling ops: a
    `Generator`, `Union[int, Tensor]` seeds, a result that is a tensor or a tuple) is woken
    narrowed to how serving code calls it (hooks/ops/engine/narrowing.py); Dynamo then calls the
