@@ -144,6 +144,10 @@ def _load_compile_time():
     names.update({name: importlib.import_module(module) for name, module in COMPILE_TIME.items()})
 
 
+# The error that stopped `_load_compile_time` in `wake_pending`, once logged.
+_load_failed: typing.List[Exception] = []
+
+
 def __getattr__(name):
     """A compile-time name read from outside before the first compile (tests, the sweep)."""
     if name in COMPILE_TIME:
@@ -404,9 +408,17 @@ def _keep_registered(handler, callback):
 
 def wake_pending(*_args):
     """At each compile start: wakes what was declared since the last one."""
-    _load_compile_time()
     attention_plans.become_data()
     wrapper_runs.define()
+    try:
+        _load_compile_time()
+    except Exception as e:  # noqa: BLE001 - never break the compile: the declarations stay dormant
+        # Where the engine's own modules failing at FlashInfer's import used to be logged.
+        if not _load_failed:
+            _load_failed.append(e)
+            _log.warning("dynafold: FlashInfer's op declarations stay as FlashInfer ships them "
+                         "(the op engine could not be loaded: %s: %s)", type(e).__name__, e)
+        return
     if not _pending and not _api_pending and len(sys.modules) == _scanned[0]:
         return
     _declare_extras()
