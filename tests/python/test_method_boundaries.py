@@ -114,3 +114,20 @@ def test_every_method_boundary_module_is_hooked_after_import():
     hooked = set(re.findall(r'"([\w.]+)"', listed))
     assert modules, "no record declares a Class.method"
     assert modules <= hooked, sorted(modules - hooked)
+
+
+def test_the_boundaries_installed_at_import_are_the_records():
+    """FlashInfer's import installs each `Class.method` boundary from
+    method_boundaries.BOUNDARIES, without executing the op records (they wait for the first
+    compile, hooks/ops/engine/wake.py COMPILE_TIME): the table names exactly the records that
+    declare a `Class.method`, no more and no fewer."""
+    import sys
+    from conftest import ROOT
+    sys.path.insert(0, str(ROOT / "tests" / "python" / "helpers"))
+    from engine_source import engine
+    records = {(op.module, *op.function.split(".")) for op in engine("registry").OPS
+               if op.declare is not None and op.function.count(".") == 1}
+    table = engine("mechanisms.method_boundaries").BOUNDARIES
+    installed = {(module, *pair) for module, pairs in table.items() for pair in pairs}
+    assert records, "no record declares a Class.method"
+    assert installed == records, (sorted(installed - records), sorted(records - installed))

@@ -19,7 +19,8 @@ This module keeps the eager path exactly as FlashInfer ships it and gives Dynamo
    (the op's record, hooks/ops/registry/), or, for an op that returns nothing, one that
    returns nothing (several of FlashInfer's no-result fakes rotted: parameters missing); then
    `torch._dynamo.substitute_in_graph(fn)` makes Dynamo call the operator wherever it meets
-   `fn`. `fn` itself is untouched.
+   `fn`. `fn` itself is untouched. The op records and the engine reading them (COMPILE_TIME
+   below) are imported at the first compile start too, not at FlashInfer's import.
 3. A declaration whose full signature no torch schema can say (FlashInfer's sampling ops: a
    `Generator`, `Union[int, Tensor]` seeds, a result that is a tensor or a tuple) is woken
    narrowed to how serving code calls it (hooks/ops/engine/narrowing.py); Dynamo then calls the
@@ -57,6 +58,7 @@ Nothing user-supplied reaches generated source: there is no generated source.
 
 import enum
 import functools
+import importlib
 import inspect
 import logging
 import operator
@@ -65,18 +67,34 @@ import typing
 
 import torch
 
-from _dynafold_ops import registry
-from _dynafold_ops.engine import corrections as op_corrections
-from _dynafold_ops.engine import fake_check
-from _dynafold_ops.engine import fakes as op_fakes
-from _dynafold_ops.engine import narrowing as op_narrowing
+# What FlashInfer's import needs (the hooks below, run as its modules load): the mechanisms
+# that change its wrapper classes there and then.
 from _dynafold_ops.mechanisms import (
     attention_plans,
     method_boundaries,
     partial_methods,
-    stream_scratch,
     wrapper_runs,
 )
+
+# What only waking needs: the op records (registry/) and the engine reading them, imported at
+# the first compile start (`_load_compile_time`), or when one of these names is read from this
+# module, so that a process importing FlashInfer does not execute them (issue 40 item 2: 18-21
+# ms of every start-up). Name in this module -> module.
+COMPILE_TIME = {
+    "registry": "_dynafold_ops.registry",
+    "op_corrections": "_dynafold_ops.engine.corrections",
+    "fake_check": "_dynafold_ops.engine.fake_check",
+    "op_fakes": "_dynafold_ops.engine.fakes",
+    "op_narrowing": "_dynafold_ops.engine.narrowing",
+    "stream_scratch": "_dynafold_ops.mechanisms.stream_scratch",
+}
+if typing.TYPE_CHECKING:
+    from _dynafold_ops import registry
+    from _dynafold_ops.engine import corrections as op_corrections
+    from _dynafold_ops.engine import fake_check
+    from _dynafold_ops.engine import fakes as op_fakes
+    from _dynafold_ops.engine import narrowing as op_narrowing
+    from _dynafold_ops.mechanisms import stream_scratch
 
 _log = logging.getLogger("dynafold")
 
@@ -108,12 +126,38 @@ _transparent = set()
 # why (e.g. DYNAFOLD_FP4_OPAQUE=0 for fp4_quantize's kernel); filled before any is woken.
 LEFT_ALONE: typing.Dict[str, str] = {}
 
-# Boundaries FlashInfer forgot: public paths that reach the JIT machinery, the autotuner
-# (threading locks, classes defined per call) or an FFI call outside any declared op. (module,
-# function, declared name, mutated parameters, schema or None for the annotations'), woken like
-# FlashInfer's own declarations once its module is loaded: the op records' `declare`
-# (registry/, engine/record.py Declare).
-EXTRA_DECLARATIONS = registry.EXTRA_DECLARATIONS
+# EXTRA_DECLARATIONS (registry.EXTRA_DECLARATIONS, read through this module too): boundaries
+# FlashInfer forgot: public paths that reach the JIT machinery, the autotuner (threading locks,
+# classes defined per call) or an FFI call outside any declared op. (module, function, declared
+# name, mutated parameters, schema or None for the annotations'), woken like FlashInfer's own
+# declarations once its module is loaded: the op records' `declare` (registry/,
+# engine/record.py Declare). Those naming a `Class.method` are installed at import from
+# mechanisms/method_boundaries.py's BOUNDARIES, which names them without the records.
+
+
+def _load_compile_time():
+    """Imports the modules only waking needs (COMPILE_TIME) into this module's names, once."""
+    names = globals()
+    if "registry" in names:
+        return
+    # All at once: a second thread compiling meanwhile finds all of them or none.
+    names.update({name: importlib.import_module(module) for name, module in COMPILE_TIME.items()})
+
+
+# The error that stopped `_load_compile_time` in `wake_pending`, once logged.
+_load_failed: typing.List[Exception] = []
+
+
+def __getattr__(name):
+    """A compile-time name read from outside before the first compile (tests, the sweep)."""
+    if name in COMPILE_TIME:
+        _load_compile_time()
+        return globals()[name]
+    if name == "EXTRA_DECLARATIONS":
+        _load_compile_time()
+        return registry.EXTRA_DECLARATIONS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 class _Declared:
     """One `register_custom_op` declaration and the fake declared with it: a second build of a
@@ -251,8 +295,7 @@ def install_planners(module):
     EXTRA_DECLARATIONS naming a `Class.method` of the module). Returns a line for the log, or
     None."""
     said = [attention_plans.install(module), method_boundaries.install(
-        module, [tuple(attr.split(".")) for name, attr, _, _, _ in EXTRA_DECLARATIONS
-                 if name == module.__name__ and attr.count(".") == 1])]
+        module, method_boundaries.BOUNDARIES.get(module.__name__, ()))]
     plain = partial_methods.install(module)
     if plain:
         said.append(f"{', '.join(plain)} made plain methods (a partialmethod stops Dynamo)")
@@ -367,6 +410,15 @@ def wake_pending(*_args):
     """At each compile start: wakes what was declared since the last one."""
     attention_plans.become_data()
     wrapper_runs.define()
+    try:
+        _load_compile_time()
+    except Exception as e:  # noqa: BLE001 - never break the compile: the declarations stay dormant
+        # Where the engine's own modules failing at FlashInfer's import used to be logged.
+        if not _load_failed:
+            _load_failed.append(e)
+            _log.warning("dynafold: FlashInfer's op declarations stay as FlashInfer ships them "
+                         "(the op engine could not be loaded: %s: %s)", type(e).__name__, e)
+        return
     if not _pending and not _api_pending and len(sys.modules) == _scanned[0]:
         return
     _declare_extras()
@@ -459,7 +511,7 @@ _rebuilt: typing.Set[typing.Tuple[str, str]] = set()
 
 def _declare_extras():
     """dynafold's own declarations whose module is now loaded, once each."""
-    for module_name, attr, name, mutates, schema in EXTRA_DECLARATIONS:
+    for module_name, attr, name, mutates, schema in registry.EXTRA_DECLARATIONS:
         module = sys.modules.get(module_name)
         if "." in attr:
             # A wrapper's method (hooks/ops/mechanisms/method_boundaries.py): its declaration, once its
@@ -859,6 +911,7 @@ def _returning_argument(call, fn, name):
 def census():
     """For `dynafold doctor`: per module, the declarations recorded so far that would be
     woken, and why the others would not; nothing is defined."""
+    _load_compile_time()
     _declare_extras()
     out: typing.Dict[str, typing.Dict[str, typing.Any]] = {}
     woken = [_Declared(n, fn, (), None) for n, ops in _ops.items() for _, fn in ops]
@@ -1099,6 +1152,7 @@ def status():
     """Per module: how many declarations are woken and why the others are not; per operator
     and call form that has run for real, whether its declaration agreed with its kernel; the
     operators that have not run for real ("never checked")."""
+    _load_compile_time()
     out = {m: {"woken": s["woken"], "skipped": dict(s["skipped"])} for m, s in _status.items()}
     if fake_check.verdicts:
         out["fake checks"] = dict(fake_check.verdicts)

@@ -10,8 +10,8 @@ through dynafold's declarations taking the key).
 
 Each boundary is an op record (hooks/ops/registry/) whose declared function is `Class.method`
 (its row of EXTRA_DECLARATIONS: module, "Class.method", declared name, mutated parameters,
-schema). Right after
-the module defining the class has executed (`install`):
+schema), named again in BOUNDARIES below. Right after the module defining the class has
+executed (`install`):
 
 - the class's `__init__` gives each object its key once it is made (objects that cannot be
   weakly referenced get none);
@@ -38,6 +38,21 @@ import typing
 import weakref
 
 import torch
+
+# module -> its boundaries, (class name, method name): the names of the op records whose
+# declared function is a `Class.method` (registry/), so that FlashInfer's import installs
+# them without executing the records, which only a compile needs (engine/wake.py
+# COMPILE_TIME). tests/python/test_registry.py checks that the two agree; the modules are
+# among the library's post-import targets (src/python/src/post_import.rs FLASHINFER_PLANNERS).
+BOUNDARIES: typing.Dict[str, typing.Tuple[typing.Tuple[str, str], ...]] = {
+    "flashinfer.fused_moe.cute_dsl.fused_moe": (("CuteDslMoEWrapper", "run"),
+                                                ("CuteDslMxfp8Mxfp4MoEWrapper", "run")),
+    "flashinfer.gemm.cake_grouped_fp8_gemm": (
+        ("PreparedGroupGemmFp8NtGroupwiseContiguous", "launch"),),
+    "flashinfer.gemm.cake_grouped_fp8_fused_silu_quant": (
+        ("PreparedGroupGemmFp8NtGroupwiseContiguousSiluQuant", "launch"),),
+    "flashinfer.kda": (("RecurrentKDAPrefillWrapper", "run"),),
+}
 
 # The attribute holding an object's key.
 KEY = "_dynafold_key"

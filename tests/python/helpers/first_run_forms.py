@@ -4,6 +4,7 @@ a compiled call without `return_lse` runs first and agrees; the later call with 
 checked, and stop. An operator whose result the graph drops never runs: "never checked".
 FlashInfer's real public functions and declarations, CPU stand-in kernels (standin_kernels.py),
 inductor, fullgraph=True. Prints one JSON line."""
+import importlib
 import json
 import sys
 
@@ -16,7 +17,7 @@ import standin_kernels as standins
 
 standins.install({"decode": decode, "norm": norm})
 # What the first-run check must catch when the op's record lacks its correction.
-sys.modules["_dynafold_ops.engine.corrections"].CORRECTIONS.pop(
+importlib.import_module("_dynafold_ops.engine.corrections").CORRECTIONS.pop(
     ("flashinfer.decode", "get_single_decode_module.<locals>.run_single_decode"))
 ops = sys.modules["_dynafold_ops.engine.wake"]
 

@@ -5,6 +5,7 @@ batch dimension dynamic. Prints one JSON line: per case and mode, whether it com
 results and argument states equal eager's, and what differs.
 
 Cases are chosen on the command line (all by default)."""
+import importlib
 import json
 import logging
 import sys
@@ -285,7 +286,7 @@ def main():
     if "--without-corrections" in args:
         # What the first-run check catches when the op records lack their corrections.
         args.remove("--without-corrections")
-        sys.modules["_dynafold_ops.engine.corrections"].CORRECTIONS.clear()
+        importlib.import_module("_dynafold_ops.engine.corrections").CORRECTIONS.clear()
     wanted = args or list(VALUE_CASES) + list(OTHER_CASES)
     out = {}
     for name in wanted:
