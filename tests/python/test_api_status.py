@@ -146,3 +146,21 @@ def test_builders_fit_sglangs_pins(preload, tmp_path, release):
     for name in names:
         assert new["ops"][name]["status"] == "fake", (name, new["ops"][name])
         assert new["ops"][name]["fake_check"] in ("agrees", "not checked"), new["ops"][name]
+
+
+def test_no_shipped_fake_differs_and_every_unchecked_one_says_why():
+    """Issue 39 item 3: every fake agrees with FlashInfer's own shape arithmetic on every release
+    whose table ships (a "differs" is a wrong compile waiting to happen), and a call form the
+    eager shape run could not check names why, so that the gap is a reason, not a silence."""
+    tables = sorted((API / "tables").glob("*.json"))
+    assert len(tables) >= 5, tables
+    for path in tables:
+        for name, row in json.loads(path.read_text())["ops"].items():
+            verdict = row.get("fake_check")
+            traced = row["status"] in ("H200", "fake")
+            assert verdict in ("agrees", "not checked", "partly checked") if traced else verdict is None, \
+                (path.name, name, row["status"], verdict)
+            for form, check in (row.get("fake_checks") or {}).items():
+                assert check["fake_check"] != "differs", (path.name, name, form, check)
+                if check["fake_check"] == "not checked":
+                    assert check.get("why"), (path.name, name, form)
