@@ -1,6 +1,7 @@
 """GEMMs: dense, batched, grouped and block-scaled, the autotuned public functions and the
 prepared (Cake) programs."""
 
+import importlib
 import sys
 import typing
 
@@ -321,22 +322,31 @@ OPS += [
 ]
 
 
+def _cute_dsl_bf16_fp4_uses_sm100_layout(device):
+    """Whether mm_bf16_fp4's cute-dsl backend keeps the [N, K/2] weight on `device`, as the
+    release decides it: 0.7.2 on, `_cute_dsl_uses_sm100_layout` (SM100/103/107); 0.7.0 and 0.7.1,
+    inline in gemm_bf16_fp4_cute_dsl.py (SM100/103, `_prepare_cute_dsl_sm100`); 0.6.16, which
+    has no SM100 path, never."""
+    from flashinfer.utils import get_compute_capability
+    uses_sm100 = getattr(sys.modules["flashinfer.gemm.gemm_bf16_fp4"],
+                         "_cute_dsl_uses_sm100_layout", None)
+    if uses_sm100 is not None:
+        return uses_sm100(*get_compute_capability(device))
+    cute_dsl = importlib.import_module("flashinfer.gemm.gemm_bf16_fp4_cute_dsl")
+    if hasattr(cute_dsl, "_prepare_cute_dsl_sm100"):
+        return tuple(get_compute_capability(device)) in ((10, 0), (10, 3))
+    return False
+
+
 def _mm_bf16_fp4(values):
     """`mm_bf16_fp4`'s fresh result (no `out`): (a.shape[0], n) of `out_dtype` or a's dtype,
     n as each backend reads it from its prepared weight: b.shape[1] // 2 for the packed
-    [K/tile, 2N] layouts (blackwell-tiled; cute-dsl off the SM100 family, and always on
-    0.6.16, which has no `_cute_dsl_uses_sm100_layout`), else b.shape[0] ([N, K/2]: cudnn,
-    cute-dsl on SM100/103/107, cute-dsl-native, blackwell-native)."""
+    [K/tile, 2N] layouts (blackwell-tiled; cute-dsl off the SM100 family), else b.shape[0]
+    ([N, K/2]: cudnn, cute-dsl on the SM100 family, cute-dsl-native, blackwell-native)."""
     a, b, backend = values["a"], values["b"], values["backend"]
     packed = backend == "blackwell-tiled"
     if backend == "cute-dsl":
-        uses_sm100 = getattr(sys.modules["flashinfer.gemm.gemm_bf16_fp4"],
-                             "_cute_dsl_uses_sm100_layout", None)
-        if uses_sm100 is None:
-            packed = True
-        else:
-            from flashinfer.utils import get_compute_capability
-            packed = not uses_sm100(*get_compute_capability(a.device))
+        packed = not _cute_dsl_bf16_fp4_uses_sm100_layout(a.device)
     n = b.shape[1] // 2 if packed else b.shape[0]
     return a.new_empty((a.shape[0], n), dtype=values["out_dtype"] or a.dtype)
 
