@@ -22,18 +22,27 @@ def cache_files(cache):
     return sorted(p for p in cache.iterdir() if p.name.endswith(".pyc"))
 
 
+# FlashInfer's import and one compile: the op records and the engine reading them load at the
+# first compile start (hooks/ops/engine/wake.py COMPILE_TIME), so only then are all of
+# dynafold's own modules in the cache.
+IMPORT_AND_COMPILE = IMPORT + (
+    "import torch\n"
+    "torch.compile(lambda x: x + 1, backend='eager')(torch.ones(2))\n"
+)
+
+
 def warm_cache(preload, tmp_path):
     """Three rewritten FlashInfer modules and dynafold's own hooks (op declarations and their
-    parts, loaders), in sorted order: the hooks first (`_dynafold_...`), then the FlashInfer modules."""
+    parts, loaders, the graph-break observer), in sorted order: the hooks first (`_dynafold_...`), then the FlashInfer modules."""
     cache = tmp_path / "shared"
     cache.mkdir()
     cache.chmod(0o1777)  # like /tmp
     env = base_env(tmp_path, LD_PRELOAD=preload, DYNAFOLD_CACHE_DIR=str(cache))
-    r = py(IMPORT, env)
+    r = py(IMPORT_AND_COMPILE, env)
     assert "OK True True" in r.stdout.decode(), r.stderr.decode()
     files = cache_files(cache)
     assert sorted(f.name.split(".cpython")[0] for f in files) == sorted(module_names() + [
-        "_dynafold_loaders", "flashinfer.jit.cpp_ext", "flashinfer.jit.fp4_quantization",
+        "_dynafold_loaders", "_dynafold_observer", "flashinfer.jit.cpp_ext", "flashinfer.jit.fp4_quantization",
         "flashinfer.quantization.fp4_quantization"]), files
     return cache, env, files
 
@@ -47,7 +56,7 @@ def test_symlinks_at_cache_names_are_not_followed(preload, tmp_path):
         os.symlink(victim, f)
         if i == 0:  # one planted by another user: left alone entirely
             os.lchown(f, NOBODY, NOBODY)
-    r = py(IMPORT, dict(env, DYNAFOLD_LOG="debug"))
+    r = py(IMPORT_AND_COMPILE, dict(env, DYNAFOLD_LOG="debug"))
     assert "OK True True" in r.stdout.decode(), r.stderr.decode()
     assert victim.read_text() == "precious"
     assert os.path.islink(files[0]) and os.lstat(files[0]).st_uid == NOBODY
