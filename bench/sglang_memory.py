@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 
-from sglang_server import HELPER, free_port, generate, health
+from sglang_server import free_port, generate, health, server_env
 
 ROLES = (("sglang::scheduler", "scheduler"), ("sglang::detokenizer", "detokenizer"))
 
@@ -35,10 +35,9 @@ def role_of(args):
     return role
 
 
-def session_rss(sid):
-    """role -> VmRSS in MiB of each process of session `sid` (the wrapper, the launcher, the
+def session_processes(sid):
+    """(role, /proc folder) of each process of session `sid` (the wrapper, the launcher, the
     scheduler, the detokenizer; SGLang names its children by their command line)."""
-    out = {}
     for d in pathlib.Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
@@ -46,11 +45,20 @@ def session_rss(sid):
             if os.getsid(int(d.name)) != sid:
                 continue
             args = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        yield role_of(args), d
+
+
+def session_rss(sid):
+    """role -> VmRSS in MiB over session `sid`'s processes."""
+    out = {}
+    for role, d in session_processes(sid):
+        try:
             rss = next(int(line.split()[1]) for line in (d / "status").read_text().splitlines()
                        if line.startswith("VmRSS:"))
         except (OSError, StopIteration, ValueError):
             continue
-        role = role_of(args)
         out[role] = round(out.get(role, 0) + rss / 1024, 1)
     return out
 
@@ -101,13 +109,7 @@ def main():
     args = ap.parse_args()
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="dynafold-bench-sglang-memory-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DYNAFOLD_") and k != "LD_PRELOAD"}
-    env.update(HF_HUB_OFFLINE="1", DYNAFOLD_CACHE_DIR=str(work / "dynafold-cache"))
-    made = subprocess.run([sys.executable, str(HELPER), str(work)], env=env, capture_output=True,
-                          text=True, timeout=600, check=True)
-    paths = json.loads([line for line in made.stdout.splitlines() if line.startswith("RESULT ")][0][7:])
-    env.update(PYTHONPATH=f"{paths['standin_amx']}:{args.flashinfer}", SGLANG_USE_CPU_ENGINE="1",
-               TORCHINDUCTOR_CACHE_DIR=str(work / "inductor"))
+    env, paths = server_env(work, args.flashinfer, "standin_amx")
     got = {kind: serve(kind, args, paths["model"], env) for kind in ("plain", "dynafold")}
     print("RESULT " + json.dumps(got))
     print(f"\nSGLang {__import__('sglang').__version__} CPU server, --enable-torch-compile, "

@@ -52,6 +52,22 @@ def generate(port):
     return time.perf_counter() - t, out["output_ids"]
 
 
+def server_env(work, flashinfer, standin):
+    """The server's model and stand-in `sgl_kernel` made in `work` (HELPER), and the environment
+    it runs in: no dynafold setting of the caller's, FlashInfer from `flashinfer`, the stand-in
+    `standin` ("standin", or "standin_amx" for the server that compiles, whose inductor cache
+    is kept in `work`). Returns (env, HELPER's paths)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DYNAFOLD_") and k != "LD_PRELOAD"}
+    env.update(HF_HUB_OFFLINE="1", DYNAFOLD_CACHE_DIR=str(work / "dynafold-cache"))
+    made = subprocess.run([sys.executable, str(HELPER), str(work)], env=env, capture_output=True,
+                          text=True, timeout=600, check=True)
+    paths = json.loads([line for line in made.stdout.splitlines() if line.startswith("RESULT ")][0][7:])
+    env.update(PYTHONPATH=f"{paths[standin]}:{flashinfer}", SGLANG_USE_CPU_ENGINE="1")
+    if standin == "standin_amx":
+        env.update(TORCHINDUCTOR_CACHE_DIR=str(work / "inductor"))
+    return env, paths
+
+
 def serve(kind, args, model, env, requests, timeout):
     port = free_port()
     cmd = [sys.executable, "-m", "sglang.launch_server", "--model-path", model, "--host",
@@ -99,12 +115,7 @@ def main():
     args = ap.parse_args()
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="dynafold-bench-sglang-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DYNAFOLD_") and k != "LD_PRELOAD"}
-    env.update(HF_HUB_OFFLINE="1", DYNAFOLD_CACHE_DIR=str(work / "dynafold-cache"))
-    made = subprocess.run([sys.executable, str(HELPER), str(work)], env=env, capture_output=True,
-                          text=True, timeout=600, check=True)
-    paths = json.loads([line for line in made.stdout.splitlines() if line.startswith("RESULT ")][0][7:])
-    env.update(PYTHONPATH=f"{paths['standin']}:{args.flashinfer}", SGLANG_USE_CPU_ENGINE="1")
+    env, paths = server_env(work, args.flashinfer, "standin")
 
     rounds = []
     for i in range(args.n + 1):

@@ -27,8 +27,8 @@ import threading
 import time
 import urllib.request
 
-from sglang_memory import role_of, session_rss
-from sglang_server import HELPER, free_port, health
+from sglang_memory import session_processes, session_rss
+from sglang_server import free_port, health, server_env
 
 PROMPTS = [f"{a} {b}" for a in ("The quick brown fox", "A lazy dog", "Seven small birds",
                                  "Under the old bridge") for b in ("jumps", "sleeps", "sings", "waits")]
@@ -48,18 +48,12 @@ def generate(port, text, tokens=16, timeout=300):
 def session_counts(sid):
     """role -> (open file descriptors, threads) over session `sid`'s processes."""
     out = {}
-    for d in pathlib.Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
+    for role, d in session_processes(sid):
         try:
-            if os.getsid(int(d.name)) != sid:
-                continue
-            args = (d / "cmdline").read_bytes().split(b"\0")
             fds = len(os.listdir(d / "fd"))
             threads = len(os.listdir(d / "task"))
         except OSError:
             continue
-        role = role_of(args)
         fd0, th0 = out.get(role, (0, 0))
         out[role] = (fd0 + fds, th0 + threads)
     return out
@@ -204,13 +198,7 @@ def main():
     args.out.mkdir(parents=True, exist_ok=True)
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="dynafold-bench-sglang-soak-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DYNAFOLD_") and k != "LD_PRELOAD"}
-    env.update(HF_HUB_OFFLINE="1", DYNAFOLD_CACHE_DIR=str(work / "dynafold-cache"))
-    made = subprocess.run([sys.executable, str(HELPER), str(work)], env=env, capture_output=True,
-                          text=True, timeout=600, check=True)
-    paths = json.loads([line for line in made.stdout.splitlines() if line.startswith("RESULT ")][0][7:])
-    env.update(PYTHONPATH=f"{paths['standin_amx']}:{args.flashinfer}", SGLANG_USE_CPU_ENGINE="1",
-               TORCHINDUCTOR_CACHE_DIR=str(work / "inductor"))
+    env, paths = server_env(work, args.flashinfer, "standin_amx")
 
     servers = {}
     try:
