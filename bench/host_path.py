@@ -29,9 +29,9 @@ CHILD = HERE / "host_path_child.py"
 HELPERS = HERE.parent / "tests" / "python" / "helpers"
 
 
-def child(env, calls):
-    r = subprocess.run([sys.executable, str(CHILD), str(calls)], env=env, capture_output=True,
-                       timeout=600)
+def child(env, calls, cuda):
+    r = subprocess.run([sys.executable, str(CHILD), str(calls)] + ["--cuda"] * cuda, env=env,
+                       capture_output=True, timeout=600)
     lines = [line for line in r.stdout.decode().splitlines() if line.startswith("BENCH ")]
     if r.returncode != 0 or not lines:
         raise SystemExit(f"benchmark child failed ({r.returncode}):\n{r.stderr.decode()[-3000:]}")
@@ -44,33 +44,40 @@ def main():
     ap.add_argument("--flashinfer", required=True)
     ap.add_argument("-n", type=int, default=5, help="rounds (one process of each kind a round)")
     ap.add_argument("--calls", type=int, default=400, help="timed calls of each, per process")
+    ap.add_argument("--cuda", action="store_true",
+                    help="FlashInfer's real kernels on the GPU (its nvcc, its JIT cache)")
+    ap.add_argument("--raw", help="also write every process's medians here (JSON)")
     args = ap.parse_args()
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="dynafold-host-path-"))
-    home = work / "cuda"
-    (home / "bin").mkdir(parents=True)
-    nvcc = home / "bin" / "nvcc"
-    nvcc.write_text('#!/bin/sh\necho "Cuda compilation tools, release 12.8, V12.8.93"\n')
-    nvcc.chmod(0o755)
     base = {k: v for k, v in os.environ.items()
             if not k.startswith("DYNAFOLD_") and k != "LD_PRELOAD"}
-    base.update(PYTHONPATH=f"{args.flashinfer}:{HELPERS}", CUDA_HOME=str(home),
-                FLASHINFER_WORKSPACE_BASE=str(work / "fi-workspace"))
+    base.update(PYTHONPATH=f"{args.flashinfer}:{HELPERS}")
+    if not args.cuda:
+        home = work / "cuda"
+        (home / "bin").mkdir(parents=True)
+        nvcc = home / "bin" / "nvcc"
+        nvcc.write_text('#!/bin/sh\necho "Cuda compilation tools, release 12.8, V12.8.93"\n')
+        nvcc.chmod(0o755)
+        base.update(CUDA_HOME=str(home), FLASHINFER_WORKSPACE_BASE=str(work / "fi-workspace"))
     variants = {"without": base,
                 "with": dict(base, LD_PRELOAD=args.preload,
                              DYNAFOLD_CACHE_DIR=str(work / "dynafold-cache"))}
     for env in variants.values():  # warm-up: CPython's pycs, dynafold's cache
-        child(env, 20)
+        child(env, 20, args.cuda)
     runs = {name: [] for name in variants}
     for _ in range(args.n):
         order = list(variants)
         random.shuffle(order)
         for name in order:
-            runs[name].append(child(variants[name], args.calls))
+            runs[name].append(child(variants[name], args.calls, args.cuda))
+    if args.raw:
+        pathlib.Path(args.raw).write_text(json.dumps(runs))
     assert all(r["dynafold"] for r in runs["with"]) and not any(
         r["dynafold"] for r in runs["without"])
 
-    print(f"# host path, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, Python "
+    kernels = "FlashInfer's kernels on the GPU" if args.cuda else "CPU stand-in kernels"
+    print(f"# host path, {kernels}, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, Python "
           f"{sys.version.split()[0]}, FlashInfer at {args.flashinfer}, {args.n} rounds, "
           f"{args.calls} calls a process\n")
     print("| call | process | without (us) | with (us) | with / without, per round: median "

@@ -14,7 +14,13 @@ The kernels stand in at FlashInfer's JIT specs, as tests/python/helpers/standin_
 does, but as plain functions (no `torch._dynamo.disable`, which costs more per call than the
 kernels here): nothing compiles them. Each plan returns a tvm_ffi Array of as many ints as the
 real scheduler's plan info (DecodePlanInfo 10, PrefillPlanInfo 15, MLAPlanInfo 18).
+
+With `--cuda` (integration/gpu/host_path.sh, on the H200) nothing stands in: FlashInfer's real
+kernels, on SGLang's shapes (bf16, head dim 128, GQA 4; MLA with DeepSeek's 512 + 64), the
+index tensors on the GPU as SGLang passes them. run() is timed on the host, as a step's launch
+costs it: the kernels queue behind it.
 """
+import contextlib
 import json
 import statistics
 import sys
@@ -27,10 +33,28 @@ import flashinfer  # the package's own imports, as a server makes them
 import flashinfer.decode as decode
 import flashinfer.page as page
 import flashinfer.prefill as prefill
-import standin_kernels
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 400
-HEADS, KV_HEADS, DIM, PAGE, PAGES, BS = 8, 2, 64, 16, 64, 8
+CUDA = "--cuda" in sys.argv
+if CUDA:
+    DEVICE, DTYPE = "cuda", torch.bfloat16
+    HEADS, KV_HEADS, DIM, PAGE, PAGES, BS = 32, 8, 128, 16, 256, 8
+    MLA_HEADS, CKV, KPE = 16, 512, 64
+    BACKEND = "auto"  # SGLang's: FlashInfer picks FA3 on the H200
+else:
+    import standin_kernels
+    DEVICE, DTYPE = "cpu", torch.float16
+    HEADS, KV_HEADS, DIM, PAGE, PAGES, BS = 8, 2, 64, 16, 64, 8
+    MLA_HEADS, CKV, KPE = 4, 128, 64
+    BACKEND = "fa2"  # the stand-ins replace the FA2 modules' specs
+
+
+def _zeros(*shape):
+    return torch.zeros(*shape, dtype=DTYPE, device=DEVICE)
+
+
+def _ints(t):
+    return t.to(DEVICE)
 
 
 def _array(n):
@@ -61,12 +85,13 @@ def _plan(n):
 _DECODE = _spec(plan=_plan(10), run=_nothing)
 _PREFILL = _spec(plan=_plan(15), paged_run=_nothing, ragged_run=_nothing)
 _MLA = _spec(plan=_plan(18), run=_nothing)
-decode.gen_batch_decode_module = lambda *a, **k: _DECODE
-for _name in ("gen_batch_prefill_module", "_gen_batch_prefill_primary_module",
-              "_gen_batch_prefill_independent_paged_module"):
-    if hasattr(prefill, _name):
-        setattr(prefill, _name, lambda *a, **k: _PREFILL)
-page.gen_page_module = lambda *a, **k: _spec(append_paged_kv_cache=_nothing)
+if not CUDA:
+    decode.gen_batch_decode_module = lambda *a, **k: _DECODE
+    for _name in ("gen_batch_prefill_module", "_gen_batch_prefill_primary_module",
+                  "_gen_batch_prefill_independent_paged_module"):
+        if hasattr(prefill, _name):
+            setattr(prefill, _name, lambda *a, **k: _PREFILL)
+    page.gen_page_module = lambda *a, **k: _spec(append_paged_kv_cache=_nothing)
 
 
 def _mla_wrapper():
@@ -80,7 +105,8 @@ def _mla_wrapper():
         except ImportError:
             continue
         if hasattr(module, "gen_batch_mla_module"):
-            module.gen_batch_mla_module = lambda *a, **k: _MLA
+            if not CUDA:
+                module.gen_batch_mla_module = lambda *a, **k: _MLA
             found = True
     if not found:
         return None
@@ -89,27 +115,33 @@ def _mla_wrapper():
 
 
 def _workspace():
-    return torch.empty(1 << 20, dtype=torch.uint8)
+    return torch.empty(128 << 20 if CUDA else 1 << 20, dtype=torch.uint8, device=DEVICE)
+
+
+def _unpinned():
+    """FlashInfer's wrappers pin host buffers; a CPU-only torch cannot."""
+    return contextlib.nullcontext() if CUDA else standin_kernels.unpinned()
 
 
 def _pages():
     indptr = torch.arange(0, 2 * BS + 1, 2, dtype=torch.int32)
     indices = torch.arange(2 * BS, dtype=torch.int32)
     last = torch.full((BS,), 3, dtype=torch.int32)
-    return indptr, indices, last
+    return _ints(indptr), _ints(indices), _ints(last)
 
 
 def decode_family(tensor_cores):
-    with standin_kernels.unpinned():
+    with _unpinned():
         w = decode.BatchDecodeWithPagedKVCacheWrapper(
-            _workspace(), "NHD", use_tensor_cores=tensor_cores, backend="fa2")
+            _workspace(), "NHD", use_tensor_cores=tensor_cores, backend=BACKEND)
     indptr, indices, last = _pages()
-    cache = (torch.zeros(PAGES, PAGE, KV_HEADS, DIM).half(),
-             torch.zeros(PAGES, PAGE, KV_HEADS, DIM).half())
-    q = torch.zeros(BS, HEADS, DIM).half()
+    cache = (_zeros(PAGES, PAGE, KV_HEADS, DIM),
+             _zeros(PAGES, PAGE, KV_HEADS, DIM))
+    q = _zeros(BS, HEADS, DIM)
 
     def plan():
-        w.plan(indptr, indices, last, HEADS, KV_HEADS, DIM, PAGE, data_type=torch.float16)
+        w.plan(indptr, indices, last, HEADS, KV_HEADS, DIM, PAGE, q_data_type=DTYPE,
+               kv_data_type=DTYPE)
 
     def run():
         w.run(q, cache)
@@ -117,16 +149,16 @@ def decode_family(tensor_cores):
 
 
 def prefill_paged_family():
-    with standin_kernels.unpinned():
-        w = prefill.BatchPrefillWithPagedKVCacheWrapper(_workspace(), "NHD", backend="fa2")
+    with _unpinned():
+        w = prefill.BatchPrefillWithPagedKVCacheWrapper(_workspace(), "NHD", backend=BACKEND)
     indptr, indices, last = _pages()
-    qo_indptr = torch.arange(0, 3 * BS + 1, 3, dtype=torch.int32)
-    cache = torch.zeros(PAGES, 2, PAGE, KV_HEADS, DIM).half()
-    q = torch.zeros(3 * BS, HEADS, DIM).half()
+    qo_indptr = _ints(torch.arange(0, 3 * BS + 1, 3, dtype=torch.int32))
+    cache = _zeros(PAGES, 2, PAGE, KV_HEADS, DIM)
+    q = _zeros(3 * BS, HEADS, DIM)
 
     def plan():
         w.plan(qo_indptr, indptr, indices, last, HEADS, KV_HEADS, DIM, PAGE, causal=True,
-               q_data_type=torch.float16)
+               q_data_type=DTYPE, kv_data_type=DTYPE)
 
     def run():
         w.run(q, cache)
@@ -134,17 +166,17 @@ def prefill_paged_family():
 
 
 def prefill_ragged_family():
-    with standin_kernels.unpinned():
-        w = prefill.BatchPrefillWithRaggedKVCacheWrapper(_workspace(), "NHD", backend="fa2")
-    qo_indptr = torch.arange(0, 3 * BS + 1, 3, dtype=torch.int32)
-    kv_indptr = torch.arange(0, 5 * BS + 1, 5, dtype=torch.int32)
-    q = torch.zeros(3 * BS, HEADS, DIM).half()
-    k = torch.zeros(5 * BS, KV_HEADS, DIM).half()
-    v = torch.zeros(5 * BS, KV_HEADS, DIM).half()
+    with _unpinned():
+        w = prefill.BatchPrefillWithRaggedKVCacheWrapper(_workspace(), "NHD", backend=BACKEND)
+    qo_indptr = _ints(torch.arange(0, 3 * BS + 1, 3, dtype=torch.int32))
+    kv_indptr = _ints(torch.arange(0, 5 * BS + 1, 5, dtype=torch.int32))
+    q = _zeros(3 * BS, HEADS, DIM)
+    k = _zeros(5 * BS, KV_HEADS, DIM)
+    v = _zeros(5 * BS, KV_HEADS, DIM)
 
     def plan():
         w.plan(qo_indptr, kv_indptr, HEADS, KV_HEADS, DIM, causal=True,
-               q_data_type=torch.float16)
+               q_data_type=DTYPE, kv_data_type=DTYPE)
 
     def run():
         # SGLang's extend path: the lse too, to merge with the paged part.
@@ -156,20 +188,20 @@ def mla_family():
     cls = _mla_wrapper()
     if cls is None:
         return None
-    heads, ckv, kpe = 4, 128, 64
-    with standin_kernels.unpinned():
-        w = cls(_workspace(), backend="fa2")
+    heads, ckv, kpe = MLA_HEADS, CKV, KPE
+    with _unpinned():
+        w = cls(_workspace(), backend=BACKEND)
     indptr, indices, _ = _pages()
-    kv_len = torch.full((BS,), 2 * PAGE - 3, dtype=torch.int32)
-    qo_indptr = torch.arange(BS + 1, dtype=torch.int32)
-    ckv_cache = torch.zeros(PAGES, PAGE, ckv).half()
-    kpe_cache = torch.zeros(PAGES, PAGE, kpe).half()
-    q_nope = torch.zeros(BS, heads, ckv).half()
-    q_pe = torch.zeros(BS, heads, kpe).half()
+    kv_len = _ints(torch.full((BS,), 2 * PAGE - 3, dtype=torch.int32))
+    qo_indptr = _ints(torch.arange(BS + 1, dtype=torch.int32))
+    ckv_cache = _zeros(PAGES, PAGE, ckv)
+    kpe_cache = _zeros(PAGES, PAGE, kpe)
+    q_nope = _zeros(BS, heads, ckv)
+    q_pe = _zeros(BS, heads, kpe)
 
     def plan():
         w.plan(qo_indptr, indptr, indices, kv_len, heads, ckv, kpe, PAGE, False, 0.1,
-               torch.float16, torch.float16)
+               DTYPE, DTYPE)
 
     def run():
         w.run(q_nope, q_pe, ckv_cache, kpe_cache)
@@ -178,11 +210,11 @@ def mla_family():
 
 def append_call():
     indptr, indices, last = _pages()
-    k = torch.zeros(BS, KV_HEADS, DIM).half()
-    v = torch.zeros(BS, KV_HEADS, DIM).half()
-    cache = torch.zeros(PAGES, 2, PAGE, KV_HEADS, DIM).half()
-    batch_indices = torch.arange(BS, dtype=torch.int32)
-    positions = torch.full((BS,), 2 * PAGE - 1, dtype=torch.int32)
+    k = _zeros(BS, KV_HEADS, DIM)
+    v = _zeros(BS, KV_HEADS, DIM)
+    cache = _zeros(PAGES, 2, PAGE, KV_HEADS, DIM)
+    batch_indices = _ints(torch.arange(BS, dtype=torch.int32))
+    positions = _ints(torch.full((BS,), 2 * PAGE - 1, dtype=torch.int32))
 
     def append():
         flashinfer.append_paged_kv_cache(k, v, batch_indices, positions, cache, indices, indptr,
@@ -228,7 +260,10 @@ def measure(made):
 
 
 def main():
-    made = {name: make() for name, make in FAMILIES.items()}
+    # --family=NAME: that family alone (integration/gpu/host_path.sh builds each family's JIT
+    # modules in a process of its own, at once).
+    only = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--family=")]
+    made = {name: make() for name, make in FAMILIES.items() if not only or name in only}
     result = {"fresh": measure(made)}
     # Any compile turns on what dynafold does once a process compiles.
     torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))

@@ -20,28 +20,12 @@ set -uo pipefail
 out=$1
 shift
 mkdir -p "$out" && out=$(cd "$out" && pwd)
-root=$(cd "$(dirname "$0")/../.." && pwd)
-carry="$root/.sglang0512"
-state=/tmp/sg0512
-site=$state/site
-mkdir -p "$state"
-export PYTHONPATH=$site PYTHONUNBUFFERED=1 FLASHINFER_WORKSPACE_BASE=$state/fi-ws
-log() { echo "[$(date -u +%T)] $*"; }
+source "$(dirname "$0")/sglang_site.sh"
 # DEADLINE (seconds since the epoch): no step starts within 90 s of it and a server still not up
 # then is given up, so a call ends inside the device's 10 minutes with its results.
 deadline=${DEADLINE:-$(( $(date +%s) + 3600 ))}
 
-if [ ! -f "$site/.done" ]; then
-  log "unpacking SGLang 0.5.12 and what it needs into $site"
-  mkdir -p "$site" && python3 -c 'import sys, tarfile
-tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="data")' "$carry/site-0.5.12.tar.xz" "$site" || exit 1
-  touch "$site/.done"
-fi
-if [ ! -d "$state/fi-ws" ] && ls "$carry"/jit/fi-ws.tar.xz.* >/dev/null 2>&1; then
-  log "unpacking the carried FlashInfer JIT cache"
-  mkdir -p "$state/fi-ws" && cat "$carry"/jit/fi-ws.tar.xz.* | python3 -c \
-    'import sys, tarfile; tarfile.open(fileobj=sys.stdin.buffer, mode="r|xz").extractall(sys.argv[1], filter="data")' "$state/fi-ws"
-fi
+unpack_site || exit 1
 python3 "$root/integration/gpu/sglang_server/imports.py" > "$out/imports.txt" 2>&1
 if ! grep -q '^imports ok' "$out/imports.txt"; then log "SGLang does not import:"; tail -n 20 "$out/imports.txt"; exit 1; fi
 [ -d "$state/models/qwen3-fp8-block" ] || python3 "$root/integration/gpu/sglang_server/model.py" "$state/models" || exit 1
