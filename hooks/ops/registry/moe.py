@@ -144,8 +144,13 @@ OPS += [
         family=Family.MOE,
         module="flashinfer.fused_moe.core",
         function=f"{loader}.<locals>.{op}",
+        # Per-tensor FP8 (0.7.x): finalized, `[output]`, the caller's when given, else the one
+        # the body allocates (core.py _alloc_trtllm_moe_output): SGLang 0.5.12's and 0.5.23's
+        # calls give none (layers/moe/flashinfer_trtllm_moe.py
+        # trtllm_fp8_per_tensor_scale_moe_wrapper), so that call is an operator too.
         correction=Correction(
-            result_is_given=Given(argument="output", form=Form.LIST, when={"do_finalize": True}),
+            result_is_given=Given(argument="output", form=Form.LIST, when={"do_finalize": True},
+                                  fresh_otherwise=True),
         ),
     )
     for loader in ("_build_trtllm_moe_namespace", "_get_trtllm_moe_sm100_module_impl")
