@@ -880,13 +880,15 @@ class Narrowing:
         return adapted
 
 
-def given_result(fn, hints, spec):
+def given_result(fn, hints, spec, optional=()):
     """The narrowings of a declaration whose result is the caller's buffer `spec["argument"]`
     when one is given (a correction's `result_is_given`, engine/record.py Given): one for calls that give it
     (and whose `spec["when"]` parameters hold the values named), an operator that writes the
     buffer and returns nothing, or only its other results for the form "list+"; with
     `spec["fresh_otherwise"]`, one more for calls without it, returning the fresh result as
-    declared. A reason when the declaration does not have the parameters named."""
+    declared (with the form "list", FlashInfer's `[fresh output]`: the operator returns the
+    tensor and what Dynamo calls makes the list, as `fresh_result`'s do), split by `_bare`
+    over `optional`. A reason when the declaration does not have the parameters named."""
     argument, when = spec["argument"], spec.get("when", {})
     form = spec.get("form", "itself")
     try:
@@ -927,19 +929,38 @@ def given_result(fn, hints, spec):
         # in its place: a Tensor, also where FlashInfer wrote no return annotation (the
         # DeepGEMM grouped GEMMs' `return out`) or a Union whose other members belong to calls
         # `when` excludes (0.7.x prims_ts_fp8_block_scale_routed_moe's unfinalized list).
-        otherwise_result = (torch.Tensor if form == "itself" and (
+        otherwise_result = (torch.Tensor if form == "list" or form == "itself" and (
             "return" not in hints or is_union(hints["return"])) else inspect.Parameter.empty)
-        fresh = _per_split(fn, hints, splits, fits={argument: fits_none, **conditions},
-                           result=otherwise_result)
-        if isinstance(fresh, str):
-            return fresh
-        for one in fresh:
-            one.suffix = "_fresh" + one.suffix
-        out += fresh
+        fits = {argument: fits_none, **conditions}
+        for bare, suffix in _bare(fits, optional):
+            fresh = _per_split(fn, hints, splits, fits={**fits, **bare}, result=otherwise_result)
+            if isinstance(fresh, str):
+                return fresh
+            for one in fresh:
+                one.suffix = "_fresh" + suffix + one.suffix
+                if form == "list":
+                    one.gives_back = ("fresh", 1)
+            out += fresh
     return out
 
 
-def fresh_result(fn, hints, spec):
+def is_optional(hint):
+    return hint is not None and _is_optional(hint)
+
+
+def _bare(fits, optional):
+    """The extra checks of a fresh-result call's operators: first the call that gives none of
+    the optional buffers the declaration marks mutable (its operator declares none of them,
+    so it has no mutable argument left: torch 2.9-2.15's inductor cannot lower an operator
+    whose only mutable arguments are None, "getitem is not an OpOverload"), then any call,
+    whose operator's name says so (the common call keeps the operator's name): (checks,
+    operator name suffix) pairs. `optional` is empty where a mutable argument is always a
+    tensor (wake.py `_plan`)."""
+    left = {name: fits_none for name in optional if name not in fits}
+    return [(left, ""), ({}, "_with_buffers")] if left else [({}, "")]
+
+
+def fresh_result(fn, hints, spec, optional=()):
     """The narrowing of a public function that allocates its outputs unless the caller gives
     buffers for them (a correction's `fresh_only`, engine/record.py Fresh): one operator for calls whose
     `spec["when"]` parameters are all None, returning the `spec["results"]` fresh tensors and
@@ -967,18 +988,21 @@ def fresh_result(fn, hints, spec):
     if isinstance(splits, str):
         return splits
     out = []
-    for split in splits:
-        if spec.get("object_defaults"):
-            # (0.7.x's SM12x MoE GEMMs' `epi`: the call that leaves it at its default too.)
-            ones = _with_object_defaults(fn, hints, split=split, fits=fits, result=result)
-        else:
-            ones = [Narrowing.of(fn, hints, split=split, fits=fits, result=result)]
-        if isinstance(ones, str):
-            return ones
-        for fresh in ones:
-            if isinstance(fresh, str):
-                return fresh
-            out.append(_fresh_form(fresh, spec, count, then))
+    for bare, suffix in _bare(fits, optional):
+        for split in splits:
+            how = dict(split=split, fits={**fits, **bare}, result=result)
+            if spec.get("object_defaults"):
+                # (0.7.x's SM12x MoE GEMMs' `epi`: the call that leaves it at its default too.)
+                ones = _with_object_defaults(fn, hints, **how)
+            else:
+                ones = [Narrowing.of(fn, hints, **how)]
+            if isinstance(ones, str):
+                return ones
+            for fresh in ones:
+                if isinstance(fresh, str):
+                    return fresh
+                fresh.suffix = suffix + fresh.suffix
+                out.append(_fresh_form(fresh, spec, count, then))
     return out
 
 

@@ -92,7 +92,8 @@ class Given:
     # fake (one of the record's `fakes`).
     rest: Optional[int] = None
     rest_fake: Optional[str] = None
-    # A call without a buffer is an operator too, returning the fresh result as declared.
+    # A call without a buffer is an operator too, returning the fresh result as declared
+    # (with form LIST, `[the one fresh tensor]`: the operator returns the tensor).
     fresh_otherwise: bool = False
 
     def entry(self) -> Dict[str, Any]:

@@ -646,12 +646,18 @@ def _plan(declared):
     narrowings = [None]
     given = correction.get("result_is_given")
     fresh = correction.get("fresh_only")
+    # The optional buffers a fresh-result call may leave out, where every buffer the operator
+    # declares mutable is one: the call giving none of them gets an operator that declares
+    # none (_mutable_in; op_narrowing._bare says why).
+    optional = tuple(m for m in mutates if op_narrowing.is_optional(hints.get(m)))
+    if len(optional) < len(mutates):
+        optional = ()
     if given and declared.schema is None:
-        narrowings = op_narrowing.given_result(fn, hints, given)
+        narrowings = op_narrowing.given_result(fn, hints, given, optional)
         if isinstance(narrowings, str):
             return narrowings
     elif fresh and declared.schema is None:
-        narrowings = op_narrowing.fresh_result(fn, hints, fresh)
+        narrowings = op_narrowing.fresh_result(fn, hints, fresh, optional)
         if isinstance(narrowings, str):
             return narrowings
     # Checked before asking torch, which logs a warning per Union parameter when asked.
@@ -751,7 +757,9 @@ def _variant_fake(declared, fn, narrowing, nothing, fake, given):
             return _no_result
         name = given.get("rest_fake") if form == "list+" else declared.name
         fake = op_fakes.override(name, fn) if name else None
-        if fake is None and form is None:
+        if fake is None and form in (None, "fresh"):
+            # (the call without a buffer: the declaration's own fake, `[fresh]` unlisted
+            # by the narrowing for the form "list")
             fake = declared.fake
         if fake is None:
             return "returns tensors and has no fake"

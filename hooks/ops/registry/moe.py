@@ -144,8 +144,13 @@ OPS += [
         family=Family.MOE,
         module="flashinfer.fused_moe.core",
         function=f"{loader}.<locals>.{op}",
+        # Per-tensor FP8 (0.7.x): finalized, `[output]`, the caller's when given, else the one
+        # the body allocates (core.py _alloc_trtllm_moe_output): SGLang 0.5.12's and 0.5.23's
+        # calls give none (layers/moe/flashinfer_trtllm_moe.py
+        # trtllm_fp8_per_tensor_scale_moe_wrapper), so that call is an operator too.
         correction=Correction(
-            result_is_given=Given(argument="output", form=Form.LIST, when={"do_finalize": True}),
+            result_is_given=Given(argument="output", form=Form.LIST, when={"do_finalize": True},
+                                  fresh_otherwise=True),
         ),
     )
     for loader in ("_build_trtllm_moe_namespace", "_get_trtllm_moe_sm100_module_impl")
@@ -156,12 +161,19 @@ OPS += [
 def _trtllm_moe_finalized(values):
     """A trtllm-gen MoE op's finalized result, `[output]`: like the caller's `output` when given,
     else the body's bfloat16 [num_tokens, hidden_size], hidden_size doubled for packed FP4
-    (uint8) hidden states (0.6.7.post3 fused_moe/core.py:1219, :1378, :1763-:1771, :1975)."""
+    (uint8) hidden states (0.6.7.post3 fused_moe/core.py:1219, :1378, :1763-:1771, :1975).
+    0.6.3's BF16 and FP8 ops, which have no `do_finalize` (always finalized), return the
+    kernel's own result, one tensor, not a list: their launchers return `Tensor`, the fresh
+    output they allocate (0.6.3 data/csrc/trtllm_fused_moe_kernel_launcher.cu:1482, :1553,
+    :1644, `alloc_tensor` at :481, :655, :926), and the ops `return result` (core.py:1373,
+    :1513, :1687); FlashInfer's fakes there say `[tensor]`."""
     output, hidden_states = values.get("output"), values["hidden_states"]
     if isinstance(output, torch.Tensor):
-        return [torch.empty_like(output)]
-    hidden = hidden_states.shape[-1] * (2 if hidden_states.dtype == torch.uint8 else 1)
-    return [hidden_states.new_empty((hidden_states.shape[0], hidden), dtype=torch.bfloat16)]
+        result = torch.empty_like(output)
+    else:
+        hidden = hidden_states.shape[-1] * (2 if hidden_states.dtype == torch.uint8 else 1)
+        result = hidden_states.new_empty((hidden_states.shape[0], hidden), dtype=torch.bfloat16)
+    return result if "do_finalize" not in values else [result]
 
 
 OPS.append(Op(
@@ -187,8 +199,9 @@ OPS.append(Op(
     by_release={
         # 0.6.3 (SGLang 0.5.9's pin): no `topk_ids`, `expert_weights` nor `do_finalize`; the
         # body allocates its output and routing buffers itself (core.py:1304-1312) and
-        # returns the kernel's `[output]`: always the fresh list, nothing of the caller's.
-        "0.6.3": Correction(fresh_only=Fresh(when={}, results=1, form=Form.LIST)),
+        # returns the kernel's result, the fresh output tensor itself (not a list:
+        # `_trtllm_moe_finalized`), nothing of the caller's.
+        "0.6.3": Correction(fresh_only=Fresh(when={}, results=1)),
     },
     # The trtllm-gen MoE ops whose FlashInfer fakes lag their signatures in 0.6.7.post3 (BF16's says
     # `expert_indices` for `topk_ids` and lacks `routed_scaling_factor`; per-tensor FP8's lacks
@@ -201,17 +214,32 @@ OPS.append(Op(
     family=Family.MOE,
     module="flashinfer.fused_moe.core",
     function="get_trtllm_moe_sm100_module.<locals>.trtllm_fp8_block_scale_moe_op",
+    name="flashinfer::trtllm_fp8_block_scale_moe",
     correction=Correction(
         also_mutates=("expert_weights",),
         fresh_only=Fresh(when={"do_finalize": True}, results=1, form=Form.LIST),
     ),
     by_release={
         # 0.6.3: no `do_finalize`, always finalized; `output` rebound to a fresh tensor in the
-        # body (core.py:1594) and the caller's `expert_weights` written by the routing as in
-        # 0.6.7.post3 (core.py:1604-1611 pass it through).
+        # body (core.py:1594), the kernel's own fresh output returned as the tensor itself
+        # (`_trtllm_moe_finalized`), and the caller's `expert_weights` written by the routing
+        # as in 0.6.7.post3 (core.py:1604-1611 pass it through).
         "0.6.3": Correction(also_mutates=("expert_weights",),
-                            fresh_only=Fresh(when={}, results=1, form=Form.LIST)),
+                            fresh_only=Fresh(when={}, results=1)),
+        # 0.6.11.post1 (SGLang 0.5.12's pin): `output` is no longer rebound: the body allocates
+        # one only when none is given (core.py:1870) and the kernel writes the one it gets,
+        # which the public function always gives (core.py:2898, its own `torch.empty`);
+        # finalized, the result is `[output]` (:1999). Before this entry the operator said it
+        # returned a fresh tensor and wrote nothing: SGLang 0.5.12's FP8 block-scale call
+        # failed at inductor, and its kernel's write of `output` was undeclared
+        # (tests/python/test_moe_values.py).
+        "0.6.11.post1": Correction(
+            also_mutates=("expert_weights",),
+            result_is_given=Given(argument="output", form=Form.LIST, when={"do_finalize": True},
+                                  fresh_otherwise=True),
+        ),
     },
+    fake=Fake(_trtllm_moe_finalized, ("hidden_states",)),
     sweep=Sweep(old_layout="equal"),
 ))
 OPS.append(Op(
@@ -220,8 +248,9 @@ OPS.append(Op(
     function="get_trtllm_moe_sm100_module.<locals>.trtllm_fp8_per_tensor_scale_moe_op",
     name="flashinfer::trtllm_fp8_per_tensor_scale_moe",
     correction=Correction(fresh_only=Fresh(when={"do_finalize": True}, results=1, form=Form.LIST)),
-    # 0.6.3: no `do_finalize`, always finalized, its output the body's own.
-    by_release={"0.6.3": Correction(fresh_only=Fresh(when={}, results=1, form=Form.LIST))},
+    # 0.6.3: no `do_finalize`, always finalized, its output the body's own, returned as the
+    # tensor itself (`_trtllm_moe_finalized`).
+    by_release={"0.6.3": Correction(fresh_only=Fresh(when={}, results=1))},
     fake=Fake(_trtllm_moe_finalized, ("hidden_states",)),
     sweep=Sweep(old_layout="equal"),
 ))
