@@ -201,7 +201,7 @@ COMPILED_KERNEL_GETTER = re.compile(
 @contextlib.contextmanager
 def eager_shape_run(kernels_return=True):
     """FlashInfer's Python run eagerly to its end on fake tensors: kernels return nothing, a
-    Triton launch does nothing, and what asks the driver answers without it: the per-stream
+    Triton or cuTile launch does nothing, and what asks the driver answers without it: the per-stream
     scratch lookup (the stream) gives a fresh buffer of the size asked, the sampling seed and
     offset (the CUDA generator) are 0, a device switch (torch.cuda.device) switches nothing, a
     CuTe DSL kernel compiled for the device (COMPILED_KERNEL_GETTER) launches nothing, the
@@ -280,6 +280,11 @@ def eager_shape_run(kernels_return=True):
     jit = sys.modules.get("triton.runtime.jit")
     if jit is not None:
         replace(jit.JITFunction, "run", lambda self, *args, **kwargs: None)
+    tile = sys.modules.get("cuda.tile")
+    if tile is not None and kernels_return:
+        # a cuTile kernel launch (`ct.launch(stream, grid, kernel, args)`: 0.7.x's per-token
+        # group quantizer) compiles for the device and launches: here, nothing, as a Triton one
+        replace(tile, "launch", lambda *args, **kwargs: None)
     eager_shapes[0] = kernels_return
     try:
         yield
@@ -454,8 +459,9 @@ class _Spec:
 
 NVCC_GENERATED_SPECS = {"gen_trtllm_fmha_v2_sm120_module"}
 # Specs that download trtllm-gen headers before they build (0.7.x's CuTe DSL MoE routing sort,
-# jit/moe_utils.py: the BMM export headers, checked against checksums.txt).
-DOWNLOADING_SPECS = {"gen_moe_utils_module"}
+# jit/moe_utils.py: the BMM export headers, checked against checksums.txt; 0.7.2's low-latency
+# FP8 GEMM behind mm_fp8, jit/gemm/core.py: its checksums.txt and cubins).
+DOWNLOADING_SPECS = {"gen_moe_utils_module", "gen_trtllm_low_latency_gemm_module"}
 
 
 def _trtllm_gen_builds():

@@ -233,6 +233,23 @@ ensure_cutlass_venv() {
   printf '%s' "$CUTLASS_EXTRAS" > "$venv/.complete"
 }
 
+# NVIDIA's cuTile (`cuda.tile`, the cuda-tile package): a dependency FlashInfer 0.7.x's wheel
+# declares (`Requires-Dist: cuda-tile>=1.4.0`), the only backend of 0.7.2's
+# per_token_group_quant_8bit. Pure Python over a small extension that imports without a GPU
+# (its compiler, tileiras, is an extra and not installed: nothing is compiled here). Kept in a
+# folder of its own, put on PYTHONPATH by the tools that trace FlashInfer (scripts/api-status),
+# so the environments other tools share are unchanged.
+CUTILE_VERSION=${DYNAFOLD_CUTILE:-1.7.0}
+CUTILE_DIR="$DYNAFOLD_CACHE/cuda-tile$CUTILE_VERSION"
+ensure_cutile() {
+  if [ ! -f "$CUTILE_DIR/.complete" ]; then
+    log "installing cuda-tile $CUTILE_VERSION into $CUTILE_DIR"
+    rm -rf "$CUTILE_DIR"
+    "$VENV/bin/python" -m pip install -q --no-deps --no-compile --target "$CUTILE_DIR" "cuda-tile==$CUTILE_VERSION" >&2 || return 1
+    touch "$CUTILE_DIR/.complete"
+  fi
+}
+
 # ensure_build_wheelhouse: the wheels of the build requirements pyproject.toml names, downloaded
 # once, so tests/python/test_package.py can run the README's install line word for
 # word (pip's isolated build takes them from here through PIP_FIND_LINKS, without the network).

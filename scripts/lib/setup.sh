@@ -42,9 +42,9 @@ setup_flashinfer() {
 setup_corpus() { scripts/fetch-corpus >/dev/null; }
 
 # ensure_all [WITH_SGLANG0512]: every environment's download at once; what is installed with
-# the main environment's pip (FlashInfer's releases, the cutlass overlay, the build wheelhouse)
-# waits for it. The lint environment is not among them: scripts/test makes it first, to lint
-# before minutes of set-up.
+# the main environment's pip (FlashInfer's releases, the cutlass overlay, cuTile, the build
+# wheelhouse) waits for it. The lint environment is not among them: scripts/test makes it first,
+# to lint before minutes of set-up.
 ensure_all() {
   local jobs
   WITH_SGLANG0512=${1:-1}
@@ -52,5 +52,5 @@ ensure_all() {
   jobs=(ensure_venv setup_old_torch ensure_sglang_venv setup_sglang059 setup_corpus)
   [ "$WITH_SGLANG0512" != 0 ] && jobs+=(setup_sglang0512)
   run_jobs "${jobs[@]}" || return 1
-  run_jobs ensure_cutlass_venv ensure_build_wheelhouse setup_flashinfer
+  run_jobs ensure_cutlass_venv ensure_cutile ensure_build_wheelhouse setup_flashinfer
 }

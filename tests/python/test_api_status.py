@@ -13,6 +13,7 @@ import pytest
 
 from conftest import ROOT, clean_env, run
 from test_cute_dsl_fake import CUTLASS_PYTHON
+from test_cutile_quant import CUTILE
 from test_fold import PYTHON, flashinfer_path, release_text, toolkit
 
 RELEASE = "0.7.4"
@@ -65,8 +66,8 @@ def subset(table):
 
 def trace(release, names, tmp_path, preload, **extra):
     """trace_all.py's statuses for `names`, in the environment scripts/api-status traces in
-    (CuTe DSL over torch, FlashInfer `release`, the preload)."""
-    env = clean_env(PYTHONPATH=flashinfer_path(release),
+    (CuTe DSL over torch, FlashInfer `release` with cuTile, the preload)."""
+    env = clean_env(PYTHONPATH=f"{flashinfer_path(release)}:{CUTILE}",
                     CUDA_HOME=toolkit(tmp_path, "cuda", release_text("12.8")),
                     FLASHINFER_WORKSPACE_BASE=str(tmp_path / "fi"), DYNAFOLD_LOG="error",
                     FLASHINFER_CUDA_ARCH_LIST="9.0a 10.0a 11.0a 12.0a",

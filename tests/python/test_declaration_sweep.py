@@ -57,6 +57,12 @@ NOT_IMPORTABLE = {
     # of FlashInfer's, CUDA-only) at module level; 0.7.x imports it lazily and is swept.
     "flashinfer.comm.all_gather_matmul.all_gather_matmul:all_gather_matmul":
         "not rebuilt: ModuleNotFoundError: No module named 'cuda.tile'",
+    # per_token_group_quant_8bit's cuTile backend (dynafold's declaration) likewise imports
+    # cuda.tile at module level: checked on values where cuda-tile is installed,
+    # test_cutile_quant.py.
+    "flashinfer.quantization.kernels.cutile.per_token_group_quant_8bit_cutile:"
+    "per_token_group_quant_8bit_cutile":
+        "not rebuilt: ModuleNotFoundError: No module named 'cuda.tile'",
 }
 # Equal, but Dynamo inlined the declared function instead of calling its operator: the
 # declaration's narrowing does not take the call this sweep's generic arguments make. Named, so

@@ -429,12 +429,14 @@ OPS.append(Op(
 
 
 def _per_token_group_quant_8bit_cuda(values):
-    """`_per_token_group_quant_8bit_cuda`'s `(x_q, x_s)` as it allocates them (0.7.4): `x_q`
-    like `x` in `dst_dtype`; float32 scales, (*x.shape[:-1], groups) row-major, or with
-    column-major scales (2-D `x` only) the transpose of a (groups, stride) buffer's first
-    `tokens` columns, the stride rounded up to 4 when TMA-aligned."""
+    """`_per_token_group_quant_8bit_cuda`'s `(x_q, x_s)` as it allocates them (0.7.4), and
+    `per_token_group_quant_8bit_cutile`'s (0.7.2, 0.7.4; its `dst_dtype` None is
+    float8_e4m3fn): `x_q` like `x` in `dst_dtype`; float32 scales, (*x.shape[:-1], groups)
+    row-major, or with column-major scales (2-D `x` only) the transpose of a (groups, stride)
+    buffer's first `tokens` columns, the stride rounded up to 4 when TMA-aligned."""
     x, group_size = values["x"], values["group_size"]
-    x_q = torch.empty_like(x, dtype=values["dst_dtype"])
+    dtype = values["dst_dtype"]
+    x_q = torch.empty_like(x, dtype=torch.float8_e4m3fn if dtype is None else dtype)
     groups = x.shape[-1] // group_size
     if not values["column_major_scales"]:
         return x_q, x.new_empty((*x.shape[:-1], groups), dtype=torch.float32)
@@ -459,6 +461,25 @@ OPS.append(Op(
         ("x", "group_size", "dst_dtype", "column_major_scales", "scale_tma_aligned"),
     ),
     sweep=Sweep(equal=("0.7.4",)),
+))
+
+# per_token_group_quant_8bit(backend="cutile") (0.7.2's only backend, 0.7.4's default) ->
+# per_token_group_quant_8bit_cutile: a cuTile kernel launched from FlashInfer's Python
+# (`ct.launch` on the current stream's handle, a break under compile), after its argument checks
+# and two fresh outputs; each program scatters one group's quantized values into `x_q` and its
+# scale into `x_s` and reads only `x` (the kernels above the launch in the same file). Its
+# allocation is the CUDA backend's, so the fake is that one's.
+OPS.append(Op(
+    family=Family.QUANTIZATION,
+    module="flashinfer.quantization.kernels.cutile.per_token_group_quant_8bit_cutile",
+    function="per_token_group_quant_8bit_cutile",
+    name="flashinfer::per_token_group_quant_8bit_cutile",
+    declare=Declare(),
+    # dynafold's own declaration of per_token_group_quant_8bit's cuTile backend.
+    fake=Fake(
+        _per_token_group_quant_8bit_cuda,
+        ("x", "group_size", "dst_dtype", "column_major_scales", "scale_tma_aligned"),
+    ),
 ))
 
 # expand_csf_scales (0.7.4) calls its JIT module's tvm_ffi `csf_expand` in its own body

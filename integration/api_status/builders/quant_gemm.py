@@ -1,4 +1,6 @@
 """Quantization (fp4/mxfp4/mxfp8/fp8) and GEMM (bmm_fp8, mm_fp4, mm_fp8, grouped, segment)."""
+import importlib
+
 import torch
 
 from . import fit
@@ -131,11 +133,20 @@ def _mxfp8_bshd(t, fi):
     return lambda x: quantization.mxfp8_quantize_bshd(x), (t(2, 64, 4, 128),)
 
 
+# The module of per_token_group_quant_8bit's cuTile backend, which its body imports at the call:
+# loaded before compile, as a server's eager warm-up loads it (dynafold wakes the declarations
+# of the modules loaded by the time a compile starts).
+CUTILE_PER_TOKEN_GROUP = "flashinfer.quantization.kernels.cutile.per_token_group_quant_8bit_cutile"
+
+
 def _per_token_group(t, fi):
     from flashinfer import quantization
     fn = quantization.per_token_group_quant_8bit
-    # The CUDA backend where the release has one; 0.7.2's only backend is "cutile".
+    # The CUDA backend where the release has one (the call the H200 runs checked); 0.7.2's only
+    # backend is "cutile".
     backend = fit.choice(fn, "backend", "cuda")
+    if backend == "cutile":
+        importlib.import_module(CUTILE_PER_TOKEN_GROUP)
     return (lambda x: fn(x, 128, dst_dtype=FP8, backend=backend), (t(M, K),))
 
 
