@@ -92,6 +92,14 @@ if not CUDA:
         if hasattr(prefill, _name):
             setattr(prefill, _name, lambda *a, **k: _PREFILL)
     page.gen_page_module = lambda *a, **k: _spec(append_paged_kv_cache=_nothing)
+    import flashinfer.activation as activation
+    import flashinfer.norm as norm
+    import flashinfer.rope as rope
+    norm.gen_norm_module = lambda *a, **k: _spec(rmsnorm=_nothing, fused_add_rmsnorm=_nothing)
+    activation.gen_act_and_mul_module = lambda *a, **k: _spec(silu_and_mul=_nothing)
+    rope.gen_rope_module = lambda *a, **k: _spec(apply_rope_pos_ids_cos_sin_cache=_nothing)
+    # fast_decode_plan's tensor-core path enters the wrapper's device, which no CPU has.
+    torch.cuda.device = lambda device: contextlib.nullcontext()
 
 
 def _mla_wrapper():
@@ -208,6 +216,50 @@ def mla_family():
     return plan, run
 
 
+def decode_graph_family():
+    """SGLang's CUDA-graph decode (tensor cores, as it picks for GQA 4): a wrapper over fixed
+    buffers, planned every step by FlashInfer's fast_decode_plan (SGLang's begin_forward)."""
+    indptr, indices, last = _pages()
+    with _unpinned():
+        w = decode.BatchDecodeWithPagedKVCacheWrapper(
+            _workspace(), "NHD", use_cuda_graph=True, use_tensor_cores=True, backend=BACKEND,
+            paged_kv_indptr_buffer=indptr.clone(), paged_kv_indices_buffer=indices.clone(),
+            paged_kv_last_page_len_buffer=last.clone())
+    cache = (_zeros(PAGES, PAGE, KV_HEADS, DIM), _zeros(PAGES, PAGE, KV_HEADS, DIM))
+    q = _zeros(BS, HEADS, DIM)
+    indptr_host = indptr.cpu()
+    w.plan(indptr, indices, last, HEADS, KV_HEADS, DIM, PAGE, q_data_type=DTYPE,
+           kv_data_type=DTYPE)
+
+    def plan():
+        decode.fast_decode_plan(w, indptr, indices, last, HEADS, KV_HEADS, DIM, PAGE,
+                                q_data_type=DTYPE, kv_data_type=DTYPE, non_blocking=True,
+                                global_override_indptr_cpu=indptr_host)
+
+    def run():
+        w.run(q, cache)
+    return plan, run
+
+
+def layer_calls():
+    """The decoder layer's other FlashInfer calls (integration/gpu/decoder_layer.py): the two
+    norms, RoPE from a cos/sin cache in place, SiLU-and-mul."""
+    hidden, tokens = HEADS * DIM, BS
+    x, residual = _zeros(tokens, hidden), _zeros(tokens, hidden)
+    weight = _zeros(hidden)
+    gate_up = _zeros(tokens, 4 * hidden)
+    q, k = _zeros(tokens, HEADS * DIM), _zeros(tokens, KV_HEADS * DIM)
+    cos_sin = torch.zeros(64, DIM, device=DEVICE)
+    positions = _ints(torch.zeros(tokens, dtype=torch.int64))
+    return {
+        "rmsnorm": lambda: flashinfer.rmsnorm(x, weight, 1e-6),
+        "fused_add_rmsnorm": lambda: flashinfer.fused_add_rmsnorm(x, residual, weight, 1e-6),
+        "rope": lambda: flashinfer.apply_rope_with_cos_sin_cache_inplace(
+            positions, q, k, DIM, cos_sin, True),
+        "silu_and_mul": lambda: flashinfer.silu_and_mul(gate_up),
+    }
+
+
 def append_call():
     indptr, indices, last = _pages()
     k = _zeros(BS, KV_HEADS, DIM)
@@ -228,6 +280,7 @@ FAMILIES = {
     "prefill_paged": prefill_paged_family,
     "prefill_ragged": prefill_ragged_family,
     "mla": mla_family,
+    "decode_graph": decode_graph_family,
 }
 
 
@@ -246,7 +299,7 @@ def time_calls(calls, rounds):
     return {name: statistics.median(ts) / 1e3 for name, ts in times.items()}
 
 
-def measure(made):
+def measure(made, layer):
     out = {}
     for family, calls in made.items():
         if calls is None:
@@ -256,6 +309,7 @@ def measure(made):
         for call, us in got.items():
             out[f"{family}.{call}"] = us
     out["append"] = time_calls({"append": append_call()}, ROUNDS)["append"]
+    out.update(time_calls(layer, ROUNDS))
     return out
 
 
@@ -264,10 +318,11 @@ def main():
     # modules in a process of its own, at once).
     only = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--family=")]
     made = {name: make() for name, make in FAMILIES.items() if not only or name in only}
-    result = {"fresh": measure(made)}
+    layer = layer_calls()
+    result = {"fresh": measure(made, layer)}
     # Any compile turns on what dynafold does once a process compiles.
     torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))
-    result["compiled"] = measure(made)
+    result["compiled"] = measure(made, layer)
     finder = sys.meta_path[0]
     result["dynafold"] = type(finder).__name__ == "DynafoldFinder"
     print("BENCH " + json.dumps(result), flush=True)

@@ -44,6 +44,7 @@ import typing
 import torch
 
 from _dynafold_ops.mechanisms import method_boundaries
+from _dynafold_ops.mechanisms.method_boundaries import is_compiling
 
 # Attributes of a wrapper that hold a plan: `_plan_info` and its POD variants.
 PREFIX = "_plan_info"
@@ -97,7 +98,8 @@ def _plan_property(attr):
     raw, data = f"_dynafold{attr}", f"_dynafold{attr}_data"
 
     def get(self):
-        if torch.compiler.is_compiling() and _wanting_constant[0] is not None:
+        # Before the first compile start `_wanting_constant` is empty: eager reads skip the test.
+        if _wanting_constant[0] is not None and is_compiling():
             # Dynamo calls `_wanting` for real, here, before it reads the tensor below: the
             # class's plans become tensors from now on, this wrapper's at once.
             if _wanting_constant[0](type(self)):
@@ -256,7 +258,7 @@ def _module_property(attr, stand_in_class):
     raw, calls = f"_dynafold{attr}", f"_dynafold{attr}_calls"
 
     def get(self):
-        if torch.compiler.is_compiling():
+        if is_compiling():
             stand_in = getattr(self, calls, None)
             if stand_in is not None:
                 return stand_in

@@ -39,6 +39,11 @@ import weakref
 
 import torch
 
+# Bound once, for the dispatchers and properties every eager call goes through (issue 40):
+# Dynamo knows the function by identity and folds it to True while it traces; an eager call
+# saves two attribute lookups.
+is_compiling = torch.compiler.is_compiling
+
 # module -> its boundaries, (class name, method name): the names of the op records whose
 # declared function is a `Class.method` (registry/), so that FlashInfer's import installs
 # them without executing the records, which only a compile needs (engine/wake.py
@@ -166,7 +171,7 @@ def _dispatcher(original, call):
     """FlashInfer's method for eager calls; the declaration `call` while Dynamo traces an
     object that has a key."""
     def method(self, *args, **kwargs):
-        if torch.compiler.is_compiling():
+        if is_compiling():
             key = getattr(self, KEY, None)
             if key is not None:
                 return call(key, *args, **kwargs)

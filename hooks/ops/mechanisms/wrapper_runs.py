@@ -50,6 +50,7 @@ import typing
 import torch
 
 from _dynafold_ops.mechanisms import method_boundaries
+from _dynafold_ops.mechanisms.method_boundaries import is_compiling
 
 _log = logging.getLogger("dynafold")
 
@@ -158,7 +159,7 @@ def _dispatcher(module_name, class_name, method, original):
     """FlashInfer's method for eager calls; the operator while Dynamo traces a wrapper that
     has a key and a call whose form it can say."""
     def run(self, *args, **kwargs):
-        if torch.compiler.is_compiling():
+        if is_compiling():
             key = getattr(self, method_boundaries.KEY, None)
             if key is not None and _defined[0]:
                 split = _split(args, kwargs)
