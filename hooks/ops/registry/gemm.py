@@ -53,6 +53,7 @@ OPS.append(Op(
     declare=Declare(mutates=("out",)),
     correction=Correction(returns_argument="out",
                           annotations={"global_scale": typing.Optional[torch.Tensor]}),
+    sweep=Sweep(equal=("0.6.16", "0.7.4")),
 ))
 
 
