@@ -120,6 +120,15 @@ RULES = [
     (r"No module named 'cuda\.tile'",
      "needs cuTile (cuda.tile, the cuda-tile package), not installed in this environment: not "
      "traced here"),
+    # 0.6.16's mxfp8_grouped_quantize, with cuda-tile installed (scripts/lib/env.sh
+    # ensure_cutile): FlashInfer's is_cuda_tile_available() is not cached, so every call asks
+    # for the tileiras package, then runs `tileiras --help` (cutile/cutile_common.py).
+    (r"No package metadata was found for nvidia-cuda-tileiras",
+     "checks for cuTile's compiler in its public body before its declared op "
+     "(is_cuda_tile_available: importlib.metadata, then a `tileiras --help` subprocess, on "
+     "every call), outside any op declaration: a break on a GPU too; needs a dynafold "
+     "boundary (0.7.x's, mxfp8_grouped_quantize_public, takes the `backend` this release "
+     "lacks)"),
     # The stand-ins answer torch.cuda.is_available() for FlashInfer (standins.py, 9): past it,
     # the check refuses the sm100 stand-in only where the installed CuTe DSL cannot target it.
     (r"Config not supported by Prims-TS .*requires an SM100",

@@ -413,12 +413,13 @@ def _kernel(name):
     if name == "plan_with_staged_workspace_bytes":  # 0.7.4's MLA: (plan, staged bytes)
         return lambda *args, **kwargs: (_plan(), 0)
 
-    # A host-side size query (0.7.x top_k's `cub_topk_workspace_size`) answers a byte count, and
+    # A host-side size query (0.7.x top_k's `cub_topk_workspace_size`, the low-latency FP8
+    # GEMM's `get_workspace_size_in_bytes`) answers a byte count, and
     # an occupancy query (0.7.4 QSA's `ctas_per_sm`, which sets a split count) one CTA, so
     # that FlashInfer's Python allocates its workspace and runs on to its results.
     # A module's `init` makes its runner (the fused MoE's, the SM90 FP8 block-scale GEMM's), an
     # FFI object whose methods are kernels and queries like the module's.
-    answer = (1 << 20 if name.endswith("_workspace_size") else
+    answer = (1 << 20 if name.endswith(("_workspace_size", "_workspace_size_in_bytes")) else
               1 if name.endswith("_per_sm") else _Built() if name == "init" else None)
 
     @torch._dynamo.disable

@@ -37,6 +37,26 @@ OPS.append(Op(
 ))
 
 
+# mm_fp8's default backend (0.6.3-0.7.4, 0.7.4's "auto" with the prepared 3-D weight) calls
+# trtllm_low_latency_gemm, whose body builds its JIT module (trtllm-gen cubins) and takes the
+# autotuner's lock (choose_one) outside any declared op: one operator around it. Its kernel
+# writes only `out` (the workspace is FlashInfer's cached buffer, no argument) and the function
+# returns `out` though annotated `-> None` (the correction). `global_scale` is mm_fp8's `alpha`,
+# None by default, which the kernel refuses at its FFI call (a TensorView it reads,
+# csrc/trtllm_low_latency_gemm_runner.cu): an optional tensor in the schema, so such a call
+# compiles and fails at run where eager fails, in FlashInfer's own call.
+OPS.append(Op(
+    family=Family.GEMM,
+    module="flashinfer.trtllm_low_latency_gemm",
+    function="trtllm_low_latency_gemm",
+    name="flashinfer::trtllm_low_latency_gemm",
+    declare=Declare(mutates=("out",)),
+    correction=Correction(returns_argument="out",
+                          annotations={"global_scale": typing.Optional[torch.Tensor]}),
+    sweep=Sweep(equal=("0.6.16", "0.7.4")),
+))
+
+
 def _mm_fp4(values):
     """`mm_fp4`'s fresh result (no `out` given), as its body allocates it on every backend:
     (a.shape[0], b.shape[1]) of `out_dtype`, contiguous."""

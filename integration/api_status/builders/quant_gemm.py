@@ -47,8 +47,10 @@ def _mm_fp8(t, fi):
         # (trtllm_low_latency) wants it in its own prepared layout.
         return (lambda a, b, alpha: fi.mm_fp8(a, b, alpha, BF16, backend="auto"),
                 (t(M, K, dtype=FP8), t(N, K, dtype=FP8), t(1, dtype=F32)))
+    # The default (trtllm_low_latency, the only backend before 0.7.2) takes the weight as
+    # prepare_low_latency_gemm_weights leaves it: (k // 128, n, 128).
     return (lambda a, b, alpha: fi.mm_fp8(a, b, alpha),
-            (t(M, K, dtype=FP8), t(N, K, dtype=FP8).t(), t(1, dtype=F32)))
+            (t(M, K, dtype=FP8), t(K // 128, N, 128, dtype=FP8), t(1, dtype=F32)))
 
 
 def _mm_fp4(backend):
