@@ -7,7 +7,6 @@ static and with the token dimension dynamic, for each scale layout. Prints one J
 case and mode, whether it compiled, through which operators, and whether results and the
 input equal eager's."""
 import importlib
-import json
 import sys
 
 import torch
@@ -15,7 +14,7 @@ import torch
 import cuda.tile as ct
 import flashinfer  # noqa: F401  (the package's own imports, as a user's program makes them)
 from flashinfer import quantization
-from value_compare import clone, same
+from value_compare import clone, print_result, same
 
 CUTILE = "flashinfer.quantization.kernels.cutile.per_token_group_quant_8bit_cutile"
 
@@ -97,10 +96,7 @@ def main():
     out = {name: {mode: compare(fn, dynamic) for mode, dynamic in
                   (("static", False), ("dynamic", True))}
            for name, fn in CASES.items() if not sys.argv[1:] or name in sys.argv[1:]}
-    ops = sys.modules.get("_dynafold_ops.engine.wake")
-    status = ops.status() if ops is not None else {}
-    print("RESULT " + json.dumps({"cases": out, "checks": status.get("fake checks", {})}),
-          flush=True)
+    print_result(out)
 
 
 if __name__ == "__main__":
