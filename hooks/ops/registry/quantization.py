@@ -446,6 +446,12 @@ def _per_token_group_quant_8bit_cuda(values):
     return x_q, storage[:, :tokens].t()
 
 
+# Both backends allocate alike (the cuTile one's outputs are the CUDA one's): one fake.
+_PER_TOKEN_GROUP_FAKE = Fake(
+    _per_token_group_quant_8bit_cuda,
+    ("x", "group_size", "dst_dtype", "column_major_scales", "scale_tma_aligned"),
+)
+
 # per_token_group_quant_8bit(backend="cuda") (0.7.4) -> _per_token_group_quant_8bit_cuda: its
 # argument checks, two fresh outputs and the JIT call, nothing else; the kernel only reads `x`
 # (docs/op-audit). Its fake is the record's. 0.7.2 has no such backend.
@@ -456,10 +462,7 @@ OPS.append(Op(
     name="flashinfer::per_token_group_quant_8bit_cuda",
     declare=Declare(),
     # dynafold's own declaration of per_token_group_quant_8bit's CUDA backend.
-    fake=Fake(
-        _per_token_group_quant_8bit_cuda,
-        ("x", "group_size", "dst_dtype", "column_major_scales", "scale_tma_aligned"),
-    ),
+    fake=_PER_TOKEN_GROUP_FAKE,
     sweep=Sweep(equal=("0.7.4",)),
 ))
 
@@ -467,8 +470,7 @@ OPS.append(Op(
 # per_token_group_quant_8bit_cutile: a cuTile kernel launched from FlashInfer's Python
 # (`ct.launch` on the current stream's handle, a break under compile), after its argument checks
 # and two fresh outputs; each program scatters one group's quantized values into `x_q` and its
-# scale into `x_s` and reads only `x` (the kernels above the launch in the same file). Its
-# allocation is the CUDA backend's, so the fake is that one's.
+# scale into `x_s` and reads only `x` (the kernels above the launch in the same file).
 OPS.append(Op(
     family=Family.QUANTIZATION,
     module="flashinfer.quantization.kernels.cutile.per_token_group_quant_8bit_cutile",
@@ -476,10 +478,7 @@ OPS.append(Op(
     name="flashinfer::per_token_group_quant_8bit_cutile",
     declare=Declare(),
     # dynafold's own declaration of per_token_group_quant_8bit's cuTile backend.
-    fake=Fake(
-        _per_token_group_quant_8bit_cuda,
-        ("x", "group_size", "dst_dtype", "column_major_scales", "scale_tma_aligned"),
-    ),
+    fake=_PER_TOKEN_GROUP_FAKE,
 ))
 
 # expand_csf_scales (0.7.4) calls its JIT module's tvm_ffi `csf_expand` in its own body
