@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from child_env import fake_cuda_home, unpatched_env
+
 HERE = pathlib.Path(__file__).resolve().parent
 CHILD = HERE / "host_path_child.py"
 HELPERS = HERE.parent / "tests" / "python" / "helpers"
@@ -50,16 +52,11 @@ def main():
     args = ap.parse_args()
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="dynafold-host-path-"))
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith("DYNAFOLD_") and k != "LD_PRELOAD"}
+    base = unpatched_env()
     base.update(PYTHONPATH=f"{args.flashinfer}:{HELPERS}")
     if not args.cuda:
-        home = work / "cuda"
-        (home / "bin").mkdir(parents=True)
-        nvcc = home / "bin" / "nvcc"
-        nvcc.write_text('#!/bin/sh\necho "Cuda compilation tools, release 12.8, V12.8.93"\n')
-        nvcc.chmod(0o755)
-        base.update(CUDA_HOME=str(home), FLASHINFER_WORKSPACE_BASE=str(work / "fi-workspace"))
+        base.update(CUDA_HOME=str(fake_cuda_home(work)),
+                    FLASHINFER_WORKSPACE_BASE=str(work / "fi-workspace"))
     variants = {"without": base,
                 "with": dict(base, LD_PRELOAD=args.preload,
                              DYNAFOLD_CACHE_DIR=str(work / "dynafold-cache"))}

@@ -19,6 +19,8 @@ import sys
 import tempfile
 import time
 
+from child_env import fake_cuda_home, unpatched_env
+
 MODULES = ("flashinfer.fp4_quantization", "flashinfer.sampling", "flashinfer.decode", "flashinfer.prefill")
 
 WORKLOAD = f"""
@@ -52,15 +54,9 @@ def main():
     args = ap.parse_args()
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="dynafold-bench-memory-"))
-    base = {k: v for k, v in os.environ.items() if not k.startswith("DYNAFOLD_") and k != "LD_PRELOAD"}
+    base = unpatched_env()
     base.update(PYTHONPATH=args.flashinfer)
-    # A fake nvcc 12.8, as in scripts/bench: FlashInfer's version checks have an answer.
-    home = work / "cuda"
-    (home / "bin").mkdir(parents=True)
-    nvcc = home / "bin" / "nvcc"
-    nvcc.write_text('#!/bin/sh\necho "Cuda compilation tools, release 12.8, V12.8.93"\n')
-    nvcc.chmod(0o755)
-    base.update(CUDA_HOME=str(home))
+    base.update(CUDA_HOME=str(fake_cuda_home(work)))
     kinds = {"without": base,
              "with": dict(base, LD_PRELOAD=args.preload, DYNAFOLD_CACHE_DIR=str(work / "cache"))}
     for name, env in kinds.items():  # warm-up: CPython's pycs and dynafold's cache

@@ -19,6 +19,8 @@ import sys
 import tempfile
 import time
 
+from child_env import fake_cuda_home, unpatched_env
+
 HERE = pathlib.Path(__file__).resolve().parent
 TARGET_FILES = {
     "flashinfer.jit.cpp_ext": "jit/cpp_ext.py",
@@ -193,17 +195,12 @@ def main():
     args = ap.parse_args()
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="dynafold-bench-"))
-    base = {k: v for k, v in os.environ.items() if not k.startswith("DYNAFOLD_") and k != "LD_PRELOAD"}
+    base = unpatched_env()
     # The warm variant needs its cache written, and CPython's own pycs are warm for all.
     base.pop("PYTHONDONTWRITEBYTECODE", None)
     base.update(PYTHONPATH=args.flashinfer)
     if not args.real_cuda:
-        home = work / "cuda"
-        (home / "bin").mkdir(parents=True)
-        nvcc = home / "bin" / "nvcc"
-        nvcc.write_text('#!/bin/sh\necho "Cuda compilation tools, release 12.8, V12.8.93"\n')
-        nvcc.chmod(0o755)
-        base.update(CUDA_HOME=str(home))
+        base.update(CUDA_HOME=str(fake_cuda_home(work)))
     # A cache of the run's own, so cold and warm starts are measured as such.
     pre = dict(base, LD_PRELOAD=args.preload, DYNAFOLD_CACHE_DIR=str(work / "cache"))
     warm_dir = work / "warm-cache"
