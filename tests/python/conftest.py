@@ -136,6 +136,18 @@ def result_of(r, tail=3000):
     return json.loads(lines[0][7:])
 
 
+def each_outcome(got, count, operator):
+    """The (case, mode, outcome) of a value helper's RESULT (helpers/value_compare.py), once
+    the checks they all share hold: `count` cases, each compiled in every mode to the one
+    operator `operator`."""
+    assert len(got["cases"]) == count, got
+    for name, modes in got["cases"].items():
+        for mode, outcome in modes.items():
+            assert outcome["ok"], (name, mode, outcome)
+            assert outcome["operators"] == [operator], (name, mode, outcome)
+            yield name, mode, outcome
+
+
 def results_of(r, count=1):
     """The JSON of every `RESULT {...}` line a helper printed; the test fails, with the ends of
     its stdout and stderr, unless it exited 0 having printed exactly `count` of them."""

@@ -9,7 +9,7 @@ are a transposed view) and input compared with eager, and the operator's fake ch
 its kernel's first real run."""
 import pytest
 
-from conftest import CACHE, ROOT, result_of, run
+from conftest import CACHE, ROOT, each_outcome, result_of, run
 from test_op_semantics import standin_env
 from test_fold import PYTHON
 
@@ -24,11 +24,7 @@ def test_cutile_quantizer_is_one_operator_equal_to_eager(preload, release, tmp_p
     env["PYTHONPATH"] = f"{env['PYTHONPATH']}:{CUTILE}"
     r = run([str(PYTHON), "-W", "error::UserWarning", str(HELPER)], env, timeout=600)
     got = result_of(r)
-    assert len(got["cases"]) == 4, got
-    for name, modes in got["cases"].items():
-        for mode, outcome in modes.items():
-            assert outcome["ok"], (name, mode, outcome)
-            assert outcome["operators"] == [
-                "dynafold_flashinfer.per_token_group_quant_8bit_cutile.default"], (name, mode)
-            assert outcome["equal"] and outcome["strides"], (name, mode, outcome)
+    outcomes = each_outcome(got, 4, "dynafold_flashinfer.per_token_group_quant_8bit_cutile.default")
+    for name, mode, outcome in outcomes:
+        assert outcome["equal"] and outcome["strides"], (name, mode, outcome)
     assert got["checks"] and set(got["checks"].values()) == {"agrees"}, got["checks"]

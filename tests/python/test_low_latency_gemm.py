@@ -10,7 +10,7 @@ must refuse it where eager does) and `out`, compiled with real inductor,
 shipping it has the same signature and body around the kernel (0.6.3-0.7.4)."""
 import pytest
 
-from conftest import result_of, run
+from conftest import each_outcome, result_of, run
 from test_op_semantics import HELPER, standin_env
 from test_fold import PYTHON
 
@@ -22,14 +22,10 @@ def test_low_latency_gemm_is_one_operator_equal_to_eager(preload, release, tmp_p
     env = standin_env(release, tmp_path, preload)
     r = run([str(PYTHON), "-W", "error::UserWarning", str(GEMM)], env, timeout=600)
     got = result_of(r)
-    assert len(got["cases"]) == 4, got
-    for name, modes in got["cases"].items():
-        for mode, outcome in modes.items():
-            assert outcome["ok"], (name, mode, outcome)
-            assert outcome["operators"] == [
-                "dynafold_flashinfer.trtllm_low_latency_gemm.default"], (name, mode, outcome)
-            assert outcome["equal"] and outcome["finite"], (name, mode, outcome)
-            # FlashInfer's kernel takes its scale as a tensor (TensorView): mm_fp8's default
-            # `alpha=None` is refused at the kernel's call, compiled as eagerly.
-            assert outcome["refused"] == name.startswith("no_alpha"), (name, mode, outcome)
+    outcomes = each_outcome(got, 4, "dynafold_flashinfer.trtllm_low_latency_gemm.default")
+    for name, mode, outcome in outcomes:
+        assert outcome["equal"] and outcome["finite"], (name, mode, outcome)
+        # FlashInfer's kernel takes its scale as a tensor (TensorView): mm_fp8's default
+        # `alpha=None` is refused at the kernel's call, compiled as eagerly.
+        assert outcome["refused"] == name.startswith("no_alpha"), (name, mode, outcome)
     assert got["checks"] and set(got["checks"].values()) == {"agrees"}, got["checks"]

@@ -7,14 +7,13 @@ static and with the token dimension dynamic, for each scale layout. Prints one J
 case and mode, whether it compiled, through which operators, and whether results and the
 input equal eager's."""
 import importlib
-import sys
 
 import torch
 
 import cuda.tile as ct
 import flashinfer  # noqa: F401  (the package's own imports, as a user's program makes them)
 from flashinfer import quantization
-from value_compare import clone, print_result, same
+from value_compare import clone, compare_cases, print_result, same
 
 CUTILE = "flashinfer.quantization.kernels.cutile.per_token_group_quant_8bit_cutile"
 
@@ -93,10 +92,7 @@ def main():
     # The module FlashInfer's body imports at the call, loaded before compile as a server's
     # eager warm-up loads it.
     importlib.import_module(CUTILE)
-    out = {name: {mode: compare(fn, dynamic) for mode, dynamic in
-                  (("static", False), ("dynamic", True))}
-           for name, fn in CASES.items() if not sys.argv[1:] or name in sys.argv[1:]}
-    print_result(out)
+    print_result(compare_cases(CASES, compare))
 
 
 if __name__ == "__main__":

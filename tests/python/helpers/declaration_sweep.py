@@ -38,7 +38,7 @@ import flashinfer
 import flashinfer.utils as fi_utils
 from audit_standins import StandIn, rows
 from declarations import declarations
-from value_compare import clone as _clone, same as _same
+from value_compare import MODES, clone as _clone, same as _same
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 AUDIT = json.loads((ROOT / "integration" / "op_audit" / "audit.json").read_text())
@@ -535,8 +535,7 @@ def main():
     pending = [members]
     while pending:
         batch = pending.pop()
-        results = {mode: compare([e for _, e in batch], dynamic)
-                   for mode, dynamic in (("static", False), ("dynamic", True))}
+        results = {mode: compare([e for _, e in batch], dynamic) for mode, dynamic in MODES}
         _phase(f"compiled {len(batch)}")
         failed = any(r != "equal" for rs in results.values() for r in rs)
         if failed and len(batch) > 1:

@@ -8,14 +8,13 @@ call: the stand-in refuses it too, and compiled must fail there as eager does. C
 real inductor, `fullgraph=True`, static and with m dynamic, with and without `alpha` and `out`.
 Prints one JSON line: per case and mode, whether it compiled, through which operators, and
 whether results and arguments (or the error) equal eager's."""
-import sys
 
 import torch
 
 import flashinfer
 from flashinfer import trtllm_low_latency_gemm as llgemm
 from flashinfer.gemm import gemm_base
-from value_compare import clone, print_result, same
+from value_compare import clone, compare_cases, print_result, same
 
 M, N, K = 5, 48, 256
 
@@ -128,10 +127,7 @@ def compare(fn, dynamic):
 
 
 def main():
-    out = {name: {mode: compare(fn, dynamic) for mode, dynamic in
-                  (("static", False), ("dynamic", True))}
-           for name, fn in CASES.items() if not sys.argv[1:] or name in sys.argv[1:]}
-    print_result(out)
+    print_result(compare_cases(CASES, compare))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import flashinfer.decode as decode
 import flashinfer.norm as norm
 import flashinfer.sampling as sampling
 import standin_kernels as standins
-from value_compare import clone, print_result, same
+from value_compare import MODES, clone, print_result, same
 
 try:
     import flashinfer.topk as topk
@@ -293,8 +293,7 @@ def main():
             continue
         if name in VALUE_CASES:
             fn, make_args = VALUE_CASES[name]()
-            out[name] = {mode: compare(fn, make_args, dynamic)
-                         for mode, dynamic in (("static", False), ("dynamic", True))}
+            out[name] = {mode: compare(fn, make_args, dynamic) for mode, dynamic in MODES}
         else:
             out[name] = OTHER_CASES[name]()
     print_result(out)

@@ -32,6 +32,17 @@ def same(a, b):
     return a == b
 
 
+# The shape modes each case compiles in: fixed sizes, and dynamic=True.
+MODES = (("static", False), ("dynamic", True))
+
+
+def compare_cases(cases, compare):
+    """`compare(fn, dynamic)` of each case in each mode, by case name; the names on the command
+    line alone when given."""
+    return {name: {mode: compare(fn, dynamic) for mode, dynamic in MODES}
+            for name, fn in cases.items() if not sys.argv[1:] or name in sys.argv[1:]}
+
+
 def print_result(cases):
     """The RESULT line a test reads (conftest.result_of): the cases' outcomes and the first-run
     fake checks of dynafold's operators."""
