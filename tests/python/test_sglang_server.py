@@ -49,7 +49,7 @@ EVIDENCE = (
     "flashinfer.jit.cpp_ext: folded 3 site(s): cpp_ext.get_cuda_path",
     "flashinfer.quantization.fp4_quantization: folded 2 site(s): fp4.is_cuda_version_at_least",
     "flashinfer.utils: FlashInfer's op declarations recorded; woken at the start of each compile",
-    "flashinfer.decode: the plans of BatchDecodeWithPagedKVCacheWrapper kept as graph data",
+    "flashinfer.decode: the plans of BatchDecodeWithPagedKVCacheWrapper",
     "flashinfer.prefill: the plans of BatchPrefillWithPagedKVCacheWrapper",
 )
 LOG_LINE = re.compile(r"dynafold\[(\d+)\] (ERROR|WARN|INFO|DEBUG|TRACE): (.*)")

@@ -294,13 +294,15 @@ def install_planners(module):
     whose methods are dynafold's boundaries (hooks/ops/mechanisms/method_boundaries.py: the rows of
     EXTRA_DECLARATIONS naming a `Class.method` of the module). Returns a line for the log, or
     None."""
-    said = [attention_plans.install(module), method_boundaries.install(
-        module, method_boundaries.BOUNDARIES.get(module.__name__, ()))]
+    said = [method_boundaries.install(module,
+                                      method_boundaries.BOUNDARIES.get(module.__name__, ()))]
     plain = partial_methods.install(module)
     if plain:
         said.append(f"{', '.join(plain)} made plain methods (a partialmethod stops Dynamo)")
     # After the partialmethods are plain: their `*_return_lse` methods become operators too.
     said.append(wrapper_runs.install(module))
+    # The plans of the wrappers whose runs are operators wait until a trace needs them.
+    said.insert(0, attention_plans.install(module, wrapper_runs.operated(module)))
     said = [line for line in said if line]
     return "; ".join(said) if said else None
 

@@ -19,7 +19,10 @@ for real at that read, makes the class's live wrappers' tensors then): reading a
 costs about 1 us an element, more than FlashInfer's whole plan() on the host (issue 40: plan()
 1.4x-5.7x once a process had compiled, on CPU stand-ins), and the wrappers whose run methods
 are operators (hooks/ops/mechanisms/wrapper_runs.py, SGLang's) never have their plan read by a
-trace. A process pays one property call per read and per set.
+trace. Those classes get no property at all until a trace is about to read their state anyway
+(`traced_as_shipped`, called by their run dispatcher for a call the operator cannot hold):
+until then plan() and run() are FlashInfer's, attribute for attribute. Any other wrapper class
+pays one property call per read and per set.
 
 `install(module)` runs right after a module defining such wrappers has executed; the op
 declarations' `wake_pending` calls `become_data()` at each compile start.
@@ -44,17 +47,20 @@ import typing
 import torch
 
 from _dynafold_ops.mechanisms import method_boundaries
-from _dynafold_ops.mechanisms.method_boundaries import is_compiling
+from _dynafold_ops.mechanisms.method_boundaries import is_dynamo_compiling
 
 # Attributes of a wrapper that hold a plan: `_plan_info` and its POD variants.
 PREFIX = "_plan_info"
 
 
-def install(module):
-    """Called once a module defining FlashInfer's attention wrappers has executed. Returns a
-    line for the log, or None when it defines none."""
-    held = _hold_modules(module)
-    kept = []
+def install(module, deferred=frozenset()):
+    """Called once a module defining FlashInfer's attention wrappers has executed. Classes
+    named in `deferred` (those whose run methods are operators, hooks/ops/mechanisms/wrapper_runs.py)
+    get their properties only when a trace first reads their plan anyway (`traced_as_shipped`).
+    Returns a line for the log, or None when it defines none."""
+    held = _hold_modules(module, deferred)
+    kept: typing.List[str] = []
+    later: typing.List[str] = []
     for name, cls in list(vars(module).items()):
         if not isinstance(cls, type) or cls.__module__ != module.__name__:
             continue
@@ -63,12 +69,76 @@ def install(module):
             continue
         for attr in attrs:
             if not isinstance(cls.__dict__.get(attr), property):
-                setattr(cls, attr, _plan_property(attr))
-        kept.append(name)
-    if not kept:
-        return held
-    line = f"the plans of {', '.join(kept)} kept as graph data for the woken run operators"
-    return f"{line}; {held}" if held else line
+                _make(cls, attr, _plan_property(attr), name in deferred)
+        (later if name in deferred else kept).append(name)
+    said = []
+    if kept:
+        said.append(f"the plans of {', '.join(kept)} kept as graph data for the woken run "
+                    "operators")
+    if later:
+        said.append(f"the plans of {', '.join(later)} made graph data if a trace reads them")
+    if held:
+        said.append(held)
+    return "; ".join(said) if said else None
+
+
+# class -> {attribute: its property}, not yet set on the class: the plans and JIT modules of
+# the wrappers whose run methods are operators (hooks/ops/mechanisms/wrapper_runs.py). No trace
+# reads them while those operators hold the calls, and a property costs every eager plan() and
+# run() a Python call per read and per set (issue 40: 1.03-1.4x of plan() on CPU stand-ins).
+_deferred: typing.Dict[type, typing.Dict[str, property]] = {}
+
+
+def _make(cls, attr, prop, defer):
+    if defer:
+        _deferred.setdefault(cls, {})[attr] = prop
+    else:
+        setattr(cls, attr, prop)
+
+
+def traced_as_shipped(module_name, class_name):
+    """Called by Dynamo, for real, when a trace is about to read a wrapper's state itself (its
+    run method traced as FlashInfer ships it): the class's deferred properties are set, and the
+    values its live wrappers already hold move behind them."""
+    import sys
+    cls = getattr(sys.modules.get(module_name), class_name, None)
+    if isinstance(cls, type):
+        set_deferred(cls)
+    return True
+
+
+def set_deferred(cls=None):
+    """Sets the deferred properties of `cls` and its bases (of every class: None)."""
+    classes = list(_deferred) if cls is None else [k for k in cls.__mro__ if k in _deferred]
+    for klass in classes:
+        props = _deferred.pop(klass, None) or {}
+        wrappers = [ref() for ref in list(method_boundaries._held.values())]
+        wrappers = [w for w in wrappers if isinstance(w, klass)]
+        for attr, prop in props.items():
+            # Read and removed before the property exists (not through `__dict__`: see
+            # method_boundaries.key_of), then set again through it.
+            values = []
+            for wrapper in wrappers:
+                try:
+                    value = getattr(wrapper, attr)
+                    delattr(wrapper, attr)
+                except AttributeError:
+                    continue
+                values.append((wrapper, value))
+            setattr(klass, attr, prop)
+            for wrapper, value in values:
+                setattr(wrapper, attr, value)
+
+
+def _unshadow(obj, attr):
+    """Moves FlashInfer's value of `attr`, set in `obj.__dict__` before the class's property
+    existed, behind the property. False when there was none."""
+    try:
+        value = obj.__dict__.pop(attr)
+    except (KeyError, AttributeError):
+        return False
+    setattr(obj, attr, value)
+    return True
 
 
 def _plan_attributes(cls):
@@ -99,18 +169,23 @@ def _plan_property(attr):
 
     def get(self):
         # Before the first compile start `_wanting_constant` is empty: eager reads skip the test.
-        if _wanting_constant[0] is not None and is_compiling():
+        if _wanting_constant[0] is not None and is_dynamo_compiling():
             # Dynamo calls `_wanting` for real, here, before it reads the tensor below: the
             # class's plans become tensors from now on, this wrapper's at once.
             if _wanting_constant[0](type(self)):
                 tensor = getattr(self, data, None)
                 if tensor is not None:
                     return tensor
-        return getattr(self, raw)
+        try:
+            return getattr(self, raw)
+        except AttributeError:
+            if _unshadow(self, attr):
+                return getattr(self, raw)
+            raise
 
     def set(self, value):
         setattr(self, raw, value)
-        if method_boundaries.KEY not in self.__dict__:
+        if method_boundaries.key_of(self) is None:
             # Once per wrapper, whoever made it (`object.__new__` too): `_wanting` finds the
             # planned wrappers by their keys.
             method_boundaries.hold(self)
@@ -193,7 +268,7 @@ HOLDERS: typing.Dict[str, typing.Tuple[typing.Tuple[str, str, str, type], ...]] 
 _modules = {}
 
 
-def _hold_modules(module):
+def _hold_modules(module, deferred):
     """For the holder classes `module` brings: the attribute holding the JIT module and the
     class's `_plan_info` become properties. Returns a line for the log, or None."""
     import sys
@@ -202,11 +277,12 @@ def _hold_modules(module):
         cls = getattr(sys.modules.get(module_name), class_name, None)
         if not isinstance(cls, type) or not _calls_module(cls, attr):
             continue
+        defer = class_name in deferred
         if not isinstance(cls.__dict__.get(attr), property):
-            setattr(cls, attr, _module_property(attr, calls))
+            _make(cls, attr, _module_property(attr, calls), defer)
         for attr in sorted(_plan_attributes(cls)):
             if not isinstance(cls.__dict__.get(attr), property):
-                setattr(cls, attr, _plan_property(attr))
+                _make(cls, attr, _plan_property(attr), defer)
         done.append(class_name)
     if not done:
         return None
@@ -258,14 +334,19 @@ def _module_property(attr, stand_in_class):
     raw, calls = f"_dynafold{attr}", f"_dynafold{attr}_calls"
 
     def get(self):
-        if is_compiling():
+        if is_dynamo_compiling():
             stand_in = getattr(self, calls, None)
             if stand_in is not None:
                 return stand_in
-        return getattr(self, raw)
+        try:
+            return getattr(self, raw)
+        except AttributeError:
+            if _unshadow(self, attr):
+                return getattr(self, raw)
+            raise
 
     def set(self, value):
-        if value is not None and self.__dict__.get(raw) is value:
+        if value is not None and getattr(self, raw, None) is value:
             return  # plan() sets the same built module at every call
         setattr(self, raw, value)
         setattr(self, calls, None if value is None else _stand_in(stand_in_class, value))

@@ -16,7 +16,7 @@ executed (`install`):
 - the class's `__init__` gives each object its key once it is made (objects that cannot be
   weakly referenced get none);
 - the method becomes a dispatcher: FlashInfer's own method for every eager call (one
-  `torch.compiler.is_compiling()` test more); while Dynamo traces, the declaration below, given
+  `torch.compiler.is_dynamo_compiling()` test more); while Dynamo traces, the declaration below, given
   the object's key and the method's other arguments;
 - the declaration (`declaration(module, "Class.method")`) is a function of `wrapper_key` and
   the method's parameters after `self`, annotated as the method is, that calls FlashInfer's
@@ -39,10 +39,11 @@ import weakref
 
 import torch
 
-# Bound once, for the dispatchers and properties every eager call goes through (issue 40):
-# Dynamo knows the function by identity and folds it to True while it traces; an eager call
-# saves two attribute lookups.
-is_compiling = torch.compiler.is_compiling
+# Bound once, for the dispatchers and properties eager calls go through (issue 40): Dynamo
+# knows the function by identity and folds it to True while it traces. Eagerly it is one frame
+# returning False, where `torch.compiler.is_compiling` is two (it asks TorchScript first) and
+# is also true under non-strict export, which runs FlashInfer's methods eagerly anyway.
+is_dynamo_compiling = torch.compiler.is_dynamo_compiling
 
 # module -> its boundaries, (class name, method name): the names of the op records whose
 # declared function is a `Class.method` (registry/), so that FlashInfer's import installs
@@ -73,7 +74,7 @@ _declarations = {}
 
 def hold(obj):
     """`obj`'s key, given it now if it has none; None when it cannot be weakly referenced."""
-    key = getattr(obj, "__dict__", {}).get(KEY)
+    key = key_of(obj)
     if key is not None:
         return key
     key = next(_keys)
@@ -87,6 +88,17 @@ def hold(obj):
         return None
     _held[key] = ref
     return key
+
+
+def key_of(obj):
+    """`obj`'s key, or None. Read as an attribute, never through `obj.__dict__`: on CPython
+    3.11 asking an object for its `__dict__` turns its inline attribute values into a dict
+    for good, and every later attribute read and write of that object is slower (issue 40:
+    FlashInfer's MLA plan() 1.15x on CPU stand-ins, from that alone)."""
+    try:
+        return object.__getattribute__(obj, KEY)
+    except AttributeError:
+        return None
 
 
 def held(key):
@@ -171,7 +183,7 @@ def _dispatcher(original, call):
     """FlashInfer's method for eager calls; the declaration `call` while Dynamo traces an
     object that has a key."""
     def method(self, *args, **kwargs):
-        if is_compiling():
+        if is_dynamo_compiling():
             key = getattr(self, KEY, None)
             if key is not None:
                 return call(key, *args, **kwargs)

@@ -14,7 +14,7 @@ So the plan never reaches the trace. Under compile each run method of a wrapper 
 `hold`: an int the object keeps, found again in a registry of weak references), the call's
 form and its tensors, and calls FlashInfer's method on the wrapper at run time, as eager
 does, with whatever plan is current. Eager calls are FlashInfer's method itself (after one
-`torch.compiler.is_compiling()` test once the process has compiled). Nothing of the plan is
+`torch.compiler.is_dynamo_compiling()` test once the process has compiled). Nothing of the plan is
 guarded; Dynamo guards the key, so a graph is one wrapper's (a server keeps its wrappers for
 its lifetime).
 
@@ -49,8 +49,8 @@ import typing
 
 import torch
 
-from _dynafold_ops.mechanisms import method_boundaries
-from _dynafold_ops.mechanisms.method_boundaries import is_compiling
+from _dynafold_ops.mechanisms import attention_plans, method_boundaries
+from _dynafold_ops.mechanisms.method_boundaries import is_dynamo_compiling
 
 _log = logging.getLogger("dynafold")
 
@@ -88,11 +88,14 @@ _originals: typing.Dict[typing.Tuple[str, str, str], typing.Any] = {}
 _defined: typing.List[typing.Any] = [False]
 # (class, method) -> its dispatcher, set on the class by `define()` at the process's first
 # compile start: until then eager calls are FlashInfer's method itself, not even one
-# `is_compiling()` test more (issue 40: a process that never compiles, as SGLang's breakable
+# `is_dynamo_compiling()` test more (issue 40: a process that never compiles, as SGLang's breakable
 # CUDA graphs, pays nothing on run()).
 _waiting: typing.Dict[typing.Tuple[type, str], typing.Any] = {}
 # `_form`, as Dynamo calls it: outside the trace, its result a constant.
 _form_constant: typing.List[typing.Any] = [None]
+# attention_plans.traced_as_shipped, as Dynamo calls it: a call the operator does not hold
+# makes the wrapper's plan graph data before the trace reads it.
+_shipped_constant: typing.List[typing.Any] = [None]
 
 
 def install(module):
@@ -126,6 +129,11 @@ def install(module):
             "trace)")
 
 
+def operated(module):
+    """The names of `module`'s classes whose run methods are operators under compile."""
+    return frozenset(name for m, name in _families if m == module.__name__)
+
+
 def define():
     """At a compile's start (never inside a trace): the operator, once per process. If it
     cannot be defined, the wrappers are traced as FlashInfer ships them, with one log line."""
@@ -135,6 +143,8 @@ def define():
         # Marked here, not by a decorator at import: that would import torch._dynamo into
         # every process importing FlashInfer.
         _form_constant[0] = torch._dynamo.assume_constant_result(_form)
+        _shipped_constant[0] = torch._dynamo.assume_constant_result(
+            attention_plans.traced_as_shipped)
         lib = torch.library.Library(NAMESPACE, "FRAGMENT")
         # Two mutable slots (the family's written buffers) and two results (its result
         # slots, empty where the result is not fresh): torch reads a Tensor[] result of an
@@ -145,6 +155,7 @@ def define():
         torch.library.register_fake(f"{NAMESPACE}::{OPERATOR}", _fake, lib=lib)
     except Exception as e:  # noqa: BLE001 - never break the compile: the wrappers stay as shipped
         _defined.append(None)
+        attention_plans.set_deferred()
         _log.warning("dynafold: attention wrappers' run methods stay as FlashInfer ships them "
                      "(the operator could not be defined: %s: %s)", type(e).__name__, e)
         return
@@ -159,7 +170,7 @@ def _dispatcher(module_name, class_name, method, original):
     """FlashInfer's method for eager calls; the operator while Dynamo traces a wrapper that
     has a key and a call whose form it can say."""
     def run(self, *args, **kwargs):
-        if is_compiling():
+        if is_dynamo_compiling():
             key = getattr(self, method_boundaries.KEY, None)
             if key is not None and _defined[0]:
                 split = _split(args, kwargs)
@@ -169,6 +180,7 @@ def _dispatcher(module_name, class_name, method, original):
                         module_name, class_name, method, positional, keywords)
                     if results is not None:
                         return _through_operator(key, form, write_at, results, tensors)
+            _shipped_constant[0](module_name, class_name)
         return original(self, *args, **kwargs)
 
     functools.update_wrapper(run, original)

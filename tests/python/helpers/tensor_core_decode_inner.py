@@ -21,6 +21,9 @@ def main():
     boundary = sys.modules["_dynafold_ops.mechanisms.wrapper_runs"]
     shipped = boundary._originals[("flashinfer.decode", "BatchDecodeWithPagedKVCacheWrapper",
                                    "run")]
+    # What the run dispatcher does before it lets a trace into FlashInfer's run() (a call its
+    # operator cannot hold): the wrapper's plan and JIT module become graph data.
+    sys.modules["_dynafold_ops.mechanisms.attention_plans"].set_deferred(type(wrapper))
 
     def call(q):
         o, lse = shipped(wrapper, q, cache, return_lse=True)
