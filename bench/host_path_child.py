@@ -4,7 +4,9 @@ timed is the Python around them: FlashInfer's, and dynafold's where it is loaded
 
 Per wrapper family SGLang uses (decode with CUDA cores and with tensor cores, paged and
 ragged prefill, MLA) and for `append_paged_kv_cache`: `plan()` then `run()` (a decode step's
-order), and the append, timed each call, ROUNDS calls; first in a process that has never
+order), then the call as SGLang 0.5.12 makes it (`sglang`: the deprecated `forward()` with its
+keywords, which calls `run()`; MLA's `run(..., out=)`), and the append, timed each call,
+ROUNDS calls; first in a process that has never
 compiled, then again after a `torch.compile` of a trivial function has run (what turns on
 dynafold's compile-time mechanisms for the rest of the process: plans as data, the run
 operator). Prints one `BENCH {...}` line: per state, per family and call, the median
@@ -47,6 +49,9 @@ else:
     HEADS, KV_HEADS, DIM, PAGE, PAGES, BS = 8, 2, 64, 16, 64, 8
     MLA_HEADS, CKV, KPE = 4, 128, 64
     BACKEND = "fa2"  # the stand-ins replace the FA2 modules' specs
+
+
+SCALE = DIM ** -0.5
 
 
 def _zeros(*shape):
@@ -153,7 +158,11 @@ def decode_family(tensor_cores):
 
     def run():
         w.run(q, cache)
-    return plan, run
+
+    def sglang():
+        # SGLang 0.5.12's decode call (flashinfer_backend.py forward_decode), which runs run().
+        w.forward(q, cache, sm_scale=SCALE, logits_soft_cap=0.0, k_scale=1.0, v_scale=1.0)
+    return plan, run, sglang
 
 
 def prefill_paged_family():
@@ -170,7 +179,12 @@ def prefill_paged_family():
 
     def run():
         w.run(q, cache)
-    return plan, run
+
+    def sglang():
+        # SGLang 0.5.12's extend call over the paged cache (forward_extend).
+        w.forward(q, cache, causal=True, sm_scale=SCALE, window_left=-1, logits_soft_cap=0.0,
+                  k_scale=1.0, v_scale=1.0)
+    return plan, run, sglang
 
 
 def prefill_ragged_family():
@@ -189,7 +203,11 @@ def prefill_ragged_family():
     def run():
         # SGLang's extend path: the lse too, to merge with the paged part.
         w.run_return_lse(q, k, v)
-    return plan, run
+
+    def sglang():
+        # SGLang 0.5.12's extend call over the new tokens, merged with the paged part's lse.
+        w.forward_return_lse(q, k, v, causal=True, sm_scale=SCALE, logits_soft_cap=0.0)
+    return plan, run, sglang
 
 
 def mla_family():
@@ -213,7 +231,13 @@ def mla_family():
 
     def run():
         w.run(q_nope, q_pe, ckv_cache, kpe_cache)
-    return plan, run
+
+    out = torch.empty_like(q_nope)
+
+    def sglang():
+        # SGLang 0.5.12's MLA decode call (flashinfer_mla_backend.py forward_decode).
+        w.run(q_nope, q_pe, ckv_cache, kpe_cache, out=out)
+    return plan, run, sglang
 
 
 def decode_graph_family():
@@ -304,8 +328,7 @@ def measure(made, layer):
     for family, calls in made.items():
         if calls is None:
             continue
-        plan, run = calls
-        got = time_calls({"plan": plan, "run": run}, ROUNDS)
+        got = time_calls(dict(zip(("plan", "run", "sglang"), calls)), ROUNDS)
         for call, us in got.items():
             out[f"{family}.{call}"] = us
     out["append"] = time_calls({"append": append_call()}, ROUNDS)["append"]

@@ -47,7 +47,7 @@ import typing
 import torch
 
 from _dynafold_ops.mechanisms import method_boundaries
-from _dynafold_ops.mechanisms.method_boundaries import is_dynamo_compiling
+from _dynafold_ops.mechanisms.dispatch import is_dynamo_compiling
 
 # Attributes of a wrapper that hold a plan: `_plan_info` and its POD variants.
 PREFIX = "_plan_info"

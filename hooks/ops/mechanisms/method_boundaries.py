@@ -15,8 +15,8 @@ executed (`install`):
 
 - the class's `__init__` gives each object its key once it is made (objects that cannot be
   weakly referenced get none);
-- the method becomes a dispatcher: FlashInfer's own method for every eager call (one
-  `torch.compiler.is_dynamo_compiling()` test more); while Dynamo traces, the declaration below, given
+- the method becomes a dispatcher (hooks/ops/mechanisms/dispatch.py): FlashInfer's own
+  method for every eager call, one frame more; while Dynamo traces, the declaration below, given
   the object's key and the method's other arguments;
 - the declaration (`declaration(module, "Class.method")`) is a function of `wrapper_key` and
   the method's parameters after `self`, annotated as the method is, that calls FlashInfer's
@@ -37,13 +37,8 @@ import itertools
 import typing
 import weakref
 
-import torch
+from _dynafold_ops.mechanisms import dispatch
 
-# Bound once, for the dispatchers and properties eager calls go through (issue 40): Dynamo
-# knows the function by identity and folds it to True while it traces. Eagerly it is one frame
-# returning False, where `torch.compiler.is_compiling` is two (it asks TorchScript first) and
-# is also true under non-strict export, which runs FlashInfer's methods eagerly anyway.
-is_dynamo_compiling = torch.compiler.is_dynamo_compiling
 
 # module -> its boundaries, (class name, method name): the names of the op records whose
 # declared function is a `Class.method` (registry/), so that FlashInfer's import installs
@@ -182,16 +177,14 @@ def _declaration(module_name, class_name, method, original):
 def _dispatcher(original, call):
     """FlashInfer's method for eager calls; the declaration `call` while Dynamo traces an
     object that has a key."""
-    def method(self, *args, **kwargs):
-        if is_dynamo_compiling():
-            key = getattr(self, KEY, None)
-            if key is not None:
-                return call(key, *args, **kwargs)
+    def traced(self, args, kwargs):
+        key = getattr(self, KEY, None)
+        if key is not None:
+            return call(key, *args, **kwargs)
         return original(self, *args, **kwargs)
 
-    functools.update_wrapper(method, original)
-    # (mypy has no type for an attribute set on a function: python/mypy#2087)
-    method._dynafold_dispatcher = True  # type: ignore[attr-defined]
+    method = dispatch.dispatcher(original, traced)
+    method._dynafold_dispatcher = True
     return method
 
 

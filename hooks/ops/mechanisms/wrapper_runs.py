@@ -13,10 +13,10 @@ So the plan never reaches the trace. Under compile each run method of a wrapper 
 `dynafold_flashinfer::wrapper_run`, which takes the wrapper's key (hooks/ops/mechanisms/method_boundaries.py
 `hold`: an int the object keeps, found again in a registry of weak references), the call's
 form and its tensors, and calls FlashInfer's method on the wrapper at run time, as eager
-does, with whatever plan is current. Eager calls are FlashInfer's method itself (after one
-`torch.compiler.is_dynamo_compiling()` test once the process has compiled). Nothing of the plan is
-guarded; Dynamo guards the key, so a graph is one wrapper's (a server keeps its wrappers for
-its lifetime).
+does, with whatever plan is current. Eager calls are FlashInfer's method itself, one frame
+more once the process has compiled (hooks/ops/mechanisms/dispatch.py). Nothing of the plan
+is guarded; Dynamo guards the key, so a graph is one wrapper's (a server keeps its wrappers
+for its lifetime).
 
 A call's form: its arguments split into tensors (top-level, or in a tuple or list such as the
 `(k_cache, v_cache)` pair) and constants (None, bools, ints, floats, strings, dtypes), which
@@ -49,8 +49,7 @@ import typing
 
 import torch
 
-from _dynafold_ops.mechanisms import attention_plans, method_boundaries
-from _dynafold_ops.mechanisms.method_boundaries import is_dynamo_compiling
+from _dynafold_ops.mechanisms import attention_plans, dispatch, method_boundaries
 
 _log = logging.getLogger("dynafold")
 
@@ -87,9 +86,9 @@ _forms: typing.Dict[str, typing.Any] = {}
 _originals: typing.Dict[typing.Tuple[str, str, str], typing.Any] = {}
 _defined: typing.List[typing.Any] = [False]
 # (class, method) -> its dispatcher, set on the class by `define()` at the process's first
-# compile start: until then eager calls are FlashInfer's method itself, not even one
-# `is_dynamo_compiling()` test more (issue 40: a process that never compiles, as SGLang's breakable
-# CUDA graphs, pays nothing on run()).
+# compile start: until then eager calls are FlashInfer's method itself, not even one frame
+# more (issue 40: a process that never compiles, as SGLang's breakable CUDA graphs, pays
+# nothing on run()).
 _waiting: typing.Dict[typing.Tuple[type, str], typing.Any] = {}
 # `_form`, as Dynamo calls it: outside the trace, its result a constant.
 _form_constant: typing.List[typing.Any] = [None]
@@ -169,23 +168,21 @@ def define():
 def _dispatcher(module_name, class_name, method, original):
     """FlashInfer's method for eager calls; the operator while Dynamo traces a wrapper that
     has a key and a call whose form it can say."""
-    def run(self, *args, **kwargs):
-        if is_dynamo_compiling():
-            key = getattr(self, method_boundaries.KEY, None)
-            if key is not None and _defined[0]:
-                split = _split(args, kwargs)
-                if split is not None:
-                    tensors, positional, keywords = split
-                    form, write_at, results = _form_constant[0](
-                        module_name, class_name, method, positional, keywords)
-                    if results is not None:
-                        return _through_operator(key, form, write_at, results, tensors)
-            _shipped_constant[0](module_name, class_name)
+    def traced(self, args, kwargs):
+        key = getattr(self, method_boundaries.KEY, None)
+        if key is not None and _defined[0]:
+            split = _split(args, kwargs)
+            if split is not None:
+                tensors, positional, keywords = split
+                form, write_at, results = _form_constant[0](
+                    module_name, class_name, method, positional, keywords)
+                if results is not None:
+                    return _through_operator(key, form, write_at, results, tensors)
+        _shipped_constant[0](module_name, class_name)
         return original(self, *args, **kwargs)
 
-    functools.update_wrapper(run, original)
-    # (mypy has no type for an attribute set on a function: python/mypy#2087)
-    run._dynafold_run = True  # type: ignore[attr-defined]
+    run = dispatch.dispatcher(original, traced)
+    run._dynafold_run = True
     return run
 
 

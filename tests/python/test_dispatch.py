@@ -1,0 +1,148 @@
+"""The dispatchers dynafold sets in place of FlashInfer's wrapper methods
+(hooks/ops/mechanisms/dispatch.py): eagerly the same call as the method, whatever its
+parameters and however it is called; under Dynamo the call's arguments, with a number left at
+its default not given (Dynamo would make it symbolic under `dynamic=True`); behind
+FlashInfer's own decorator, the decorator kept. Real torch, real Dynamo."""
+import functools
+import inspect
+import sys
+
+import pytest
+import torch
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "tests" / "python" / "helpers"))
+from engine_source import engine
+
+dispatch = engine("mechanisms.dispatch")
+
+
+def flashinfer_api(func):
+    """FlashInfer 0.6.16-0.7.x's `flashinfer_api(trace=...)` in its shape: a wrapper calling
+    the function from a closure cell (`_inner`), after a check of its own."""
+    _inner = func
+    calls = []
+
+    @functools.wraps(_inner)
+    def _auto_dump_wrapper(*args, **kwargs):
+        calls.append(len(args))
+        return _inner(*args, **kwargs)
+    _auto_dump_wrapper.calls = calls
+    return _auto_dump_wrapper
+
+
+class Wrapper:
+    scale = 2
+
+    def run(self, q, kv, *args, q_scale=None, k_scale=None, out=None, return_lse=False,
+            cap=0.0):
+        return ("run", q * self.scale, kv, args, q_scale, k_scale, out, return_lse, cap)
+
+    def forward(self, q, kv, pos="NONE", sm_scale=None, window_left=-1, k_scale=None):
+        return ("forward", q, kv, pos, sm_scale, window_left, k_scale)
+
+    def only(self, a, /, b, *, c=3, **extra):
+        return ("only", a, b, c, extra)
+
+    def cell(self, x):
+        return ("cell", x, __class__.__name__, super().__repr__() is not None)
+
+    @flashinfer_api
+    def decorated(self, q, *, out=None, window=-1):
+        return ("decorated", q, out, window)
+
+
+CALLS = [
+    ("run", (1, 2), {}),
+    ("run", (1, 2, 9, 8), {"k_scale": 5, "return_lse": True, "cap": 1.5}),
+    ("forward", (1, 2), {"sm_scale": 0.1, "k_scale": 1.0}),
+    ("forward", (1, 2, "ROPE", 0.5, 7), {}),
+    ("only", (1, 2), {"c": 4, "z": 5}),
+    ("only", (1,), {"b": 2}),
+    ("cell", (7,), {}),
+    ("decorated", (3,), {"out": 4}),
+    ("decorated", (3,), {}),
+]
+BAD = [("run", (1,), {}), ("forward", (1, 2), {"bogus": 1}), ("only", (), {"a": 1, "b": 2}),
+       ("decorated", (1, 2), {})]
+
+
+@pytest.fixture
+def dispatched():
+    """The class with every method dispatched; what the traced path was given, in order."""
+    seen = []
+    originals = {name: Wrapper.__dict__[name] for name, _, _ in CALLS}
+    for name, original in originals.items():
+        def traced(self, args, kwargs, original=original, name=name):
+            seen.append((name, args, kwargs))
+            return original(self, *args, **kwargs)
+        setattr(Wrapper, name, dispatch.dispatcher(original, traced))
+    yield seen
+    for name, original in originals.items():
+        setattr(Wrapper, name, original)
+
+
+def _outcome(call):
+    name, args, kwargs = call
+    try:
+        return getattr(Wrapper(), name)(*args, **kwargs)
+    except TypeError as e:
+        return ("TypeError", str(e).split("()", 1)[-1])
+
+
+def test_eager_calls_are_the_methods_own():
+    """Every call, the right ones and the wrong ones, gives what FlashInfer's method gives
+    (results, and the same TypeError); FlashInfer's decorator still runs."""
+    want = [_outcome(c) for c in CALLS + BAD]
+    decorated_calls = len(Wrapper.__dict__["decorated"].calls)
+    originals = dict(vars(Wrapper))
+    for name in {n for n, _, _ in CALLS}:
+        setattr(Wrapper, name, dispatch.dispatcher(originals[name], None))
+    try:
+        assert [_outcome(c) for c in CALLS + BAD] == want
+        # The decorator's own work ran for the dispatched calls too.
+        assert len(originals["decorated"].calls) == decorated_calls + 3
+        # One frame of dynafold's: no `*args` packing where the method has named parameters.
+        assert Wrapper.forward.__code__.co_varnames[:3] == ("self", "q", "kv")
+    finally:
+        for name, value in originals.items():
+            if name in {n for n, _, _ in CALLS}:
+                setattr(Wrapper, name, value)
+
+
+def test_a_trace_gets_the_call_and_no_symbolic_default(dispatched):
+    """Under `dynamic=True` Dynamo makes a function's numeric defaults symbolic; a number left
+    at its default is not given to the traced path (the caller's literal is)."""
+    w = Wrapper()
+
+    @torch.compile(backend="eager", fullgraph=True, dynamic=True)
+    def f(x):
+        return (w.run(x, 2, 3, k_scale=4)[1], w.run(x, 2, cap=0.5)[1],
+                w.forward(x, 2, sm_scale=0.5)[1], w.forward(x, 2, "R", 0.1, 7)[1],
+                w.decorated(x)[1])
+
+    x = torch.ones(2)
+    assert all(torch.equal(t, e) for t, e in zip(f(x), (x * 2, x * 2, x, x, x)))
+    assert dispatched == [
+        ("run", (x, 2, 3), {"q_scale": None, "k_scale": 4, "out": None, "return_lse": False}),
+        ("run", (x, 2), {"q_scale": None, "k_scale": None, "out": None, "return_lse": False,
+                         "cap": 0.5}),
+        ("forward", (x, 2), {"pos": "NONE", "sm_scale": 0.5, "k_scale": None}),
+        ("forward", (x, 2), {"pos": "R", "sm_scale": 0.1, "k_scale": None, "window_left": 7}),
+        ("decorated", (x,), {"out": None}),
+    ]
+
+
+def test_a_signature_not_from_the_code_gets_the_packing_dispatcher():
+    """The exact dispatcher's parameters come from the method's code, never from what it says
+    of itself (a `__signature__`, as partial_methods.py sets on its plain methods, which need
+    not agree with the code): the call is passed on as made."""
+    def method(self, *args, **kwargs):
+        return args, kwargs
+    method.__signature__ = inspect.Signature([
+        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter("x", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
+    made = dispatch.dispatcher(method, None)
+    assert made.__code__.co_varnames[:3] == ("self", "args", "kwargs")
+    assert made(None, 1, y=2) == ((1,), {"y": 2})
