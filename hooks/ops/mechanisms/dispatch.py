@@ -6,9 +6,9 @@ call into a tuple and a dict and unpacks them again: with SGLang's keywords (`fo
 sm_scale=..., logits_soft_cap=..., k_scale=..., v_scale=...)`) about 0.37 us a call on the
 2-core CPU machine, twice per decode call (FlashInfer's `forward()` calls `run()`), 1.10-1.12x
 of the stand-in call (issue 40). So the dispatcher has FlashInfer's own parameter list, made
-from the method's code (names only: each checked to be an identifier; its defaults are the
-method's `__defaults__` and `__kwdefaults__` objects, never source), and passes every argument
-on by position. A method with keyword-only parameters is called through a copy of its function
+from the method's code (its names only, each checked to be an identifier; the defaults are the
+method's own objects, bound by name in the generated code's namespace, never written into
+it), and passes every argument on by position. A method with keyword-only parameters is called through a copy of its function
 whose code takes them by position too (`code.replace`: the same body, line numbers and
 closure; CPython keeps keyword-only parameters right after the positional ones, so only the
 counts change). A method behind FlashInfer's own decorator gets the dispatcher inside it
