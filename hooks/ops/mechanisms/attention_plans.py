@@ -71,6 +71,9 @@ def install(module, deferred=frozenset()):
             if not isinstance(cls.__dict__.get(attr), property):
                 _make(cls, attr, _plan_property(attr), name in deferred)
         (later if name in deferred else kept).append(name)
+    for name, cls in list(vars(module).items()):
+        if isinstance(cls, type) and cls.__module__ == module.__name__ and name not in deferred:
+            _inherit_deferred(cls)
     said = []
     if kept:
         said.append(f"the plans of {', '.join(kept)} kept as graph data for the woken run "
@@ -87,6 +90,16 @@ def install(module, deferred=frozenset()):
 # reads them while those operators hold the calls, and a property costs every eager plan() and
 # run() a Python call per read and per set (issue 40: 1.03-1.4x of plan() on CPU stand-ins).
 _deferred: typing.Dict[type, typing.Dict[str, property]] = {}
+
+
+def _inherit_deferred(cls):
+    """A class whose base's properties wait, but whose own run is no operator, has them now:
+    its trace reads the plan it inherits (0.7.x's BatchPrefillWithCausalBidirectionalRangesWrapper
+    calls its parent's undecorated run() itself, past any dispatcher)."""
+    for base in cls.__mro__[1:]:
+        for attr, prop in _deferred.get(base, {}).items():
+            if not isinstance(cls.__dict__.get(attr), property):
+                setattr(cls, attr, prop)
 
 
 def _make(cls, attr, prop, defer):

@@ -9,15 +9,15 @@ of the stand-in call (issue 40). So the dispatcher has FlashInfer's own paramete
 from the method's code (its names only, each checked to be an identifier; the defaults are the
 method's own objects, bound by name in the generated code's namespace, never written into
 it), and passes every argument on by position. A method with keyword-only parameters is called through a copy of its function
-whose code takes them by position too (`code.replace`: the same body, line numbers and
+whose code takes them by position too (`code.replace`: the same body, line held_back and
 closure; CPython keeps keyword-only parameters right after the positional ones, so only the
 counts change). A method behind FlashInfer's own decorator gets the dispatcher inside it
 (`_through_decorator`); any other whose code takes no named parameter first gets the packing
 one.
 
 While Dynamo traces, the dispatcher calls `traced(self, args, kwargs)` with the call's
-arguments: those without a default by position, the others by name, defaults included, but a
-number left at its default not at all (see `_exact`).
+arguments: those without a default by position, the others by name, a default included only
+where it is None, a bool or a string (see `_exact`).
 """
 
 import functools
@@ -34,7 +34,8 @@ import torch
 is_dynamo_compiling = torch.compiler.is_dynamo_compiling
 
 _P = inspect.Parameter
-# The default of a number parameter in a dispatcher: not given by the caller.
+# A dispatcher's default for a parameter whose own default is held back from a trace: not
+# given by the caller.
 _UNSET = object()
 
 
@@ -57,7 +58,11 @@ def _through_decorator(original, traced):
     inner = getattr(original, "__wrapped__", None)
     code = getattr(original, "__code__", None)
     closure = getattr(original, "__closure__", None)
-    if inner is None or code is None or not closure:
+    # That decorator only: a trace passes through it (it reads one environment variable), as
+    # it does without dynafold. Others may not be traced at all (0.7.4's experimental-API
+    # decorator warns on the first call) and stay outside the dispatcher.
+    if (inner is None or code is None or not closure or code.co_name != "_auto_dump_wrapper"
+            or not code.co_filename.endswith("api_logging.py")):
         return None
     cells = [i for i, cell in enumerate(closure) if _contents(cell) is inner]
     if len(cells) != 1:
@@ -90,7 +95,7 @@ def _packing(original, traced):
 
 def _exact(original, traced):
     """The dispatcher with `original`'s parameters, or None where its code says none first, a
-    name is not a plain identifier, or a number is the default of a parameter that must be
+    name is not a plain identifier, or a default held back is that of a parameter that must be
     passed by position."""
     if not inspect.isfunction(original) or "__signature__" in vars(original):
         return None  # the parameters are read from the code, never from what it says of itself
@@ -108,14 +113,17 @@ def _exact(original, traced):
     stars = next((p.name for p in params if p.kind == _P.VAR_KEYWORD), None)
     only = [p.name for p in named if p.kind == _P.KEYWORD_ONLY]
     # What Dynamo is given: the parameters without a default by position (with `*args`, every
-    # positional one), the others by name. A number left at its default is not given at all:
-    # Dynamo may make it a symbolic value (a function's defaults are inputs of the frame under
-    # `dynamic=True`), which no constant form can hold, where the caller's literal would be a
-    # constant. Such a parameter gets a sentinel default, replaced before the eager call.
+    # positional one), the others by name. A default that is not None, a bool or a string is
+    # held back, not given when the caller left it: Dynamo may make a number symbolic (a
+    # function's defaults are inputs of the frame under `dynamic=True`), which no constant form
+    # can hold, and an object default may be a sentinel of FlashInfer's own (0.7.4's
+    # CuteDslMoEWrapper.run `nvfp4_4over6=_UNSET`) that no declaration takes. Such a parameter
+    # gets a sentinel default of dynafold's, replaced before the eager call.
     by_position = [p for p in named if p.kind != _P.KEYWORD_ONLY
                    and (star is not None or p.default is _P.empty)]
-    numbers = {p.name for p in named if type(p.default) in (int, float)}
-    if any(p.name in numbers or p.kind == _P.POSITIONAL_ONLY and p.default is not _P.empty
+    held_back = {p.name for p in named if p.default is not _P.empty
+               and type(p.default) not in (type(None), bool, str)}
+    if any(p.name in held_back or p.kind == _P.POSITIONAL_ONLY and p.default is not _P.empty
            for p in by_position):
         return None
     eager = _positional_copy(original, len(only)) if only else original
@@ -132,7 +140,7 @@ def _exact(original, traced):
                 else "") + p.name
         if p.default is not _P.empty:
             namespace[f"_dynafold_default_{i}"] = p.default
-            text += "=_dynafold_unset" if p.name in numbers else f"=_dynafold_default_{i}"
+            text += "=_dynafold_unset" if p.name in held_back else f"=_dynafold_default_{i}"
         listed.append(text)
         if p.kind == _P.POSITIONAL_ONLY and (
                 i + 1 == len(params) or params[i + 1].kind != _P.POSITIONAL_ONLY):
@@ -140,16 +148,16 @@ def _exact(original, traced):
     first = by_position[0].name
     given = [p.name for p in by_position[1:]]
     traced_args = "(" + "".join(f"{n}, " for n in given) + ")" + (f" + {star}" if star else "")
-    keywords = [p.name for p in named if p not in by_position and p.name not in numbers]
+    keywords = [p.name for p in named if p not in by_position and p.name not in held_back]
     lines = [f"def method({', '.join(listed)}):",
              "    if _dynafold_tracing():",
              "        _dynafold_keywords = {" + "".join(f"{n!r}: {n}, " for n in keywords)
              + (f"**{stars}" if stars else "") + "}"]
     lines += [f"        if {n} is not _dynafold_unset:\n"
-              f"            _dynafold_keywords[{n!r}] = {n}" for n in sorted(numbers)]
+              f"            _dynafold_keywords[{n!r}] = {n}" for n in sorted(held_back)]
     lines.append(f"        return _dynafold_traced({first}, {traced_args}, _dynafold_keywords)")
     for i, p in enumerate(params):
-        if p.name in numbers:
+        if p.name in held_back:
             lines.append(f"    if {p.name} is _dynafold_unset:\n"
                          f"        {p.name} = _dynafold_default_{i}")
     positional = [p.name for p in named if p.kind != _P.KEYWORD_ONLY]
