@@ -53,6 +53,7 @@ is_dynamo_compiling = torch.compiler.is_dynamo_compiling
 BOUNDARIES: typing.Dict[str, typing.Tuple[typing.Tuple[str, str], ...]] = {
     "flashinfer.fused_moe.cute_dsl.fused_moe": (("CuteDslMoEWrapper", "run"),
                                                 ("CuteDslMxfp8Mxfp4MoEWrapper", "run")),
+    "flashinfer.fused_moe.cute_dsl.b12x_moe": (("B12xMoEWrapper", "run"),),
     "flashinfer.gemm.cake_grouped_fp8_gemm": (
         ("PreparedGroupGemmFp8NtGroupwiseContiguous", "launch"),),
     "flashinfer.gemm.cake_grouped_fp8_fused_silu_quant": (
