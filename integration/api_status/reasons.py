@@ -279,22 +279,6 @@ NO_SCHEMA = {
 # Wrapper methods whose state no dynafold boundary can hold, by op name, for the error their
 # construction stops at here.
 WRAPPER_HELD_STATE = {
-    # b12x_moe.py B12xMoEWrapper (0.6.16-0.7.4): its constructor asks nvcc for CUDA 13.
-    # run() reads the weights' data_ptr() for its cached weight views (and the folded FC1
-    # alpha, refreshed in place for inference tensors), picks its pre-allocated workspace per
-    # token count, and, built with use_cuda_graph=True (as servers build it), returns
-    # `self._moe_output[:num_tokens]`, a view of the wrapper's own buffer that the next call
-    # overwrites: a fresh operator result would differ from eager once a result is kept
-    # across calls, and no schema can take the wrapper.
-    "B12xMoEWrapper.run": (
-        r"b12x fused MoE requires CUDA (\d+)",
-        "B12xMoEWrapper(...) asks for CUDA {0} (this machine's stand-in nvcc says 12.8; built "
-        "for SM120/SM121 only), so no wrapper is made here; past it, run() reads the weights' "
-        "data_ptr() for its cached weight views and, built with use_cuda_graph=True, returns "
-        "a view of the wrapper's own output buffer (self._moe_output[:num_tokens]) that the "
-        "next call overwrites: no operator can return that alias of wrapper state (a fresh "
-        "result would differ from eager once a result is kept), so dynafold makes no "
-        "boundary of run(), a break on a GPU too; b12x_fused_moe, the functional API, is one"),
     # attn_scores/mqa_topk.py FP8MQATopKWrapper (0.7.4) -> experimental/attn_scores/
     # selective_prefill.py _CapacitySelectiveTopKPlan: plan() needs the driver here. run()
     # copies q and weights into the plan's own buffers (_payload_copies), picks and keeps the
