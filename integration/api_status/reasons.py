@@ -82,9 +82,11 @@ RULES = [
     (r"sys\._getframe|inspect\.currentframe",
      "inspects the caller's frame (a deprecation warning) on the traced path, a break on a "
      "GPU too"),
+    # Also an H200's reason for an op that traces on a later stand-in (its `sm90_reason`:
+    # 0.7.2's mm_fp8, whose trtllm_low_latency backend runs on SM100 only).
     (r"does not support backend '(\w+)' with capability (\d+)",
-     "FlashInfer refuses backend {0} on sm{1} and on the sm100 stand-in: the call's arguments "
-     "fit no device here"),
+     "FlashInfer's own backend check refuses backend {0} on sm{1}, a device it does not build "
+     "that backend for: a refusal of the device, not a break"),
     # 0.6.x's deprecated MLA decode wrapper (decode.py BatchDecodeMlaWithPagedKVCacheWrapper.run:
     # `if device_arch != 80: raise GPUArchitectureError`).
     (r"Supported architecture: SM80",
