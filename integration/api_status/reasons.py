@@ -82,9 +82,11 @@ RULES = [
     (r"sys\._getframe|inspect\.currentframe",
      "inspects the caller's frame (a deprecation warning) on the traced path, a break on a "
      "GPU too"),
+    # Also an H200's reason for an op that traces on a later stand-in (its `sm90_reason`:
+    # 0.7.2's mm_fp8, whose trtllm_low_latency backend runs on SM100 only).
     (r"does not support backend '(\w+)' with capability (\d+)",
-     "FlashInfer refuses backend {0} on sm{1} and on the sm100 stand-in: the call's arguments "
-     "fit no device here"),
+     "FlashInfer's own backend check refuses backend {0} on sm{1}, a device it does not build "
+     "that backend for: a refusal of the device, not a break"),
     # 0.6.x's deprecated MLA decode wrapper (decode.py BatchDecodeMlaWithPagedKVCacheWrapper.run:
     # `if device_arch != 80: raise GPUArchitectureError`).
     (r"Supported architecture: SM80",
@@ -140,13 +142,12 @@ RULES = [
     (r"b12x fused MoE requires CUDA (\d+)",
      "FlashInfer's b12x MoE asks for CUDA {0} (this machine's stand-in nvcc says 12.8) and "
      "builds for SM120/SM121 only, which neither stand-in is: not traced here"),
-    # 0.7.4's GDN prefill (CuTe DSL CP kernels: `torch.cuda.current_stream(device).cuda_stream`
-    # for a cuda.bindings launch) and MiniMax-H3's prepared programs (`tvm_ffi.
-    # use_torch_stream()`): Dynamo stops at the stream lookup; past it is the C launch.
     # 0.7.4's GDN-2 and GDP prefill run cuDNN's fused engine only.
     (r"requires the cudnn Python frontend",
      "needs cuDNN's Python frontend (nvidia-cudnn-frontend), not installed in this "
      "environment: not traced here"),
+    # 0.7.4's GDN prefill (CuTe DSL CP kernels: `torch.cuda.current_stream(device).cuda_stream`
+    # for a cuda.bindings launch): Dynamo stops at the stream lookup; past it is the C launch.
     (r"bad device argument to torch\.accelerator\.current_stream",
      "launches its kernel from FlashInfer's Python on the traced path (the current CUDA "
      "stream's raw handle for a CuTe DSL or tvm_ffi launch), outside any op declaration: no "
@@ -155,10 +156,6 @@ RULES = [
     (r"builtin `posix\.(stat|getcwd|listdir|open)|builtin operator `open`",
      "reads the file system on the traced path (a Cake kernel manifest or the CuTe DSL "
      "compile cache: the kernel's loader is outside any op declaration), a break on a GPU too"),
-    # 0.7.2's MiniMax-H3 MXFP8 pre-attention ships programs per token count (0.7.4: any).
-    (r"no exact MiniMax-H3 \w+ route for M=(\d+)",
-     "this release's programs cover fixed token counts only, none the builder's M={0} (its "
-     "arguments are 0.7.4's, which takes any): not traced here"),
     # jit/cute_dsl_core.py build_and_load_cute_dsl_kernel hashes its kernel's source files
     # (0.7.2's KDA decode), a cached loader no op declaration holds.
     (r"builtin `_hashlib\.",
@@ -259,16 +256,6 @@ CALLER_HELD_MODULES = {
 # say, by op name: where the named reason would ask for a dynafold boundary, this says why
 # there is none.
 NO_SCHEMA = {
-    # alphamoe_nvfp4_sm100.py (0.7.x): _alphamoe_complete_route_id reads the prepared
-    # carriers' data_ptr() alignment; route 1 allocates float32 accumulators, route 9 bf16
-    # ones, a route outside _DEFERRABLE_COMPLETE_ROUTES holds `out` and none.
-    "fused_moe.alphamoe_nvfp4_routed_moe_deferred":
-        "checks data_ptr() alignment and picks its route from it on the traced path, a break "
-        "on a GPU too; no dynafold boundary: the route chosen from the tensors' addresses "
-        "decides the form of the AlphaMoeNvfp4DeferredOutput it returns (the route id the "
-        "finalize launches by, a Python int; float32 or bfloat16 route accumulators, or none "
-        "and the caller's `out` finished), and an operator returns tensors of a form fixed "
-        "when traced, where no address can be read",
     # 0.7.x gemm/kimi_k3_fp8_projection.py -> experimental/kimi_k3_fp8_projection/
     # cake_backend.py kimi_k3_fp8_projection.
     "gemm.kimi_k3_fp8_projection":
@@ -294,39 +281,6 @@ NO_SCHEMA = {
 # Wrapper methods whose state no dynafold boundary can hold, by op name, for the error their
 # construction stops at here.
 WRAPPER_HELD_STATE = {
-    # b12x_moe.py B12xMoEWrapper (0.6.16-0.7.4): its constructor asks nvcc for CUDA 13.
-    # run() reads the weights' data_ptr() for its cached weight views (and the folded FC1
-    # alpha, refreshed in place for inference tensors), picks its pre-allocated workspace per
-    # token count, and, built with use_cuda_graph=True (as servers build it), returns
-    # `self._moe_output[:num_tokens]`, a view of the wrapper's own buffer that the next call
-    # overwrites: a fresh operator result would differ from eager once a result is kept
-    # across calls, and no schema can take the wrapper.
-    "B12xMoEWrapper.run": (
-        r"b12x fused MoE requires CUDA (\d+)",
-        "B12xMoEWrapper(...) asks for CUDA {0} (this machine's stand-in nvcc says 12.8; built "
-        "for SM120/SM121 only), so no wrapper is made here; past it, run() reads the weights' "
-        "data_ptr() for its cached weight views and, built with use_cuda_graph=True, returns "
-        "a view of the wrapper's own output buffer (self._moe_output[:num_tokens]) that the "
-        "next call overwrites: no operator can return that alias of wrapper state (a fresh "
-        "result would differ from eager once a result is kept), so dynafold makes no "
-        "boundary of run(), a break on a GPU too; b12x_fused_moe, the functional API, is one"),
-    # cake_minimax_h3.py (0.7.4): each prepared op's constructor binds the caller's tensors
-    # (`self._bound_tensors`) and prepares its Cake programs over them
-    # (diffusion_ops/cake_minimax_h3_*.py: the programs' argument tuples, TMA maps encoded
-    # from those tensors, the activation scratch); run() raises unless every tensor passed is
-    # the very object bound (`value is not self._bound_tensors[name]`), then calls the
-    # prepared programs with no argument: they read and write the bound tensors only.
-    **{name: (
-        r"torch\.accelerator\.current_stream",
-        "launches its prepared Cake programs from FlashInfer's Python on the traced path (the "
-        "current stream's raw handle for tvm_ffi), a break on a GPU too; no dynafold boundary: "
-        "the programs were bound at construction to the caller's tensor objects and run() "
-        "accepts only those very objects (`is`, else ValueError) and writes only them, while "
-        "an operator's arguments under inductor are the graph's values (a functionalized copy "
-        "of a buffer the graph writes, a fresh buffer for one it computes), so an operator "
-        "would raise, or write where the graph does not read")
-       for name in ("MiniMaxH3Mxfp8PreAttention.run", "MiniMaxH3Nvfp4PreAttention.run",
-                    "MiniMaxH3QkvQuantizePack.run")},
     # attn_scores/mqa_topk.py FP8MQATopKWrapper (0.7.4) -> experimental/attn_scores/
     # selective_prefill.py _CapacitySelectiveTopKPlan: plan() needs the driver here. run()
     # copies q and weights into the plan's own buffers (_payload_copies), picks and keeps the

@@ -45,6 +45,11 @@ Dynamo; the kernels are never run (under FakeTensorMode the operators' fakes ans
    Dynamo's own frame set-up (it saves the CUDA RNG state when a device is there, which asks
    the driver) and the eager shape run (where FlashInfer, told of a device, goes on to ask the
    driver: mxfp4_dequantize, the NVFP4 slot-mapping KV append).
+10. A wrapper FlashInfer makes only with a newer toolkit than the stand-in nvcc's 12.8 (the
+   b12x MoE's B12xMoEWrapper: `get_cuda_version().major < 13` raises, and its kernels are
+   built for SM120/SM121 alone) is made by its builder as on that device with that toolkit
+   (`made_as`: the device answered as it and jit/cpp_ext.py's get_cuda_version answering that
+   version while the constructor runs); the call is then traced as the other stand-ins answer.
 """
 import collections
 import contextlib
@@ -132,6 +137,23 @@ def _dsl_arch(sm):
         envar.arch = "sm_120a"
     elif _dsl_arch_before[0] is not None:
         envar.arch, _dsl_arch_before[0] = _dsl_arch_before[0], None
+
+
+@contextlib.contextmanager
+def made_as(sm, cuda):
+    """The device answered as an sm`sm` and FlashInfer's get_cuda_version (jit/cpp_ext.py,
+    which its constructors import when called) as CUDA `cuda` ("13.0"), inside; both restored
+    after (10. above)."""
+    from packaging.version import Version
+    cpp_ext = sys.modules["flashinfer.jit.cpp_ext"]
+    before_sm, before_version = current[0], vars(cpp_ext)["get_cuda_version"]
+    answer_as(sm)
+    cpp_ext.get_cuda_version = lambda: Version(cuda)  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        cpp_ext.get_cuda_version = before_version  # type: ignore[attr-defined]
+        answer_as(before_sm)
 
 
 def _clear_device_caches():

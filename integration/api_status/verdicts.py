@@ -39,6 +39,47 @@ DATA_DEPENDENT = {
     "too); an operator cannot return a host float, and a server quantizes a cache with it "
     "outside the forward",
 }
+# Ops whose own API contract no compiled graph can keep, by public name: what the call takes
+# or gives back cannot be a graph value, by FlashInfer's design (not a limit of dynafold's).
+# Lines are 0.7.4's; 0.7.2 has the same bodies.
+CONTRACTS = {
+    # cake_minimax_h3.py: each class's docstring says "The tensors passed to :meth:`run` must
+    # be the same objects supplied here" (:46, :240, :478); __init__ keeps them
+    # (`self._bound_tensors`, :84, :285, :502) and prepares the Cake programs over them (:100,
+    # :307, :510); run() raises ValueError unless each tensor `is` the one bound (:199-:208,
+    # :441-:450, :574-:583), then calls `self._prepared()` with no argument (:209, :451,
+    # :584), which launches the programs on the argument tuples fixed at preparation
+    # (diffusion_ops/cake_minimax_h3_qkv_pack.py:266-:269 `self._module.run(*self._args)`;
+    # cake_minimax_h3_mxfp8.py:233, cake_minimax_h3_nvfp4.py:365 the same).
+    **{name: "bound to the caller's tensor objects: the object is prepared over the caller's "
+       "very tensors and run() accepts only those same objects (FlashInfer: \"The tensors "
+       "passed to :meth:`run` must be the same objects supplied here\"; an `is` check, else "
+       "ValueError), then launches programs that read and write those tensors only; in a "
+       "compiled graph an operator receives the graph's values (functionalized copies, fresh "
+       "buffers), never the caller's objects, so no compiled call can keep the contract. Call "
+       "run() outside the compiled region (eagerly, or from a function marked "
+       "torch.compiler.disable, a graph break), copying the step's inputs into the tensors it "
+       "was prepared with; FlashInfer says run() can be captured in a CUDA graph as it is"
+       for name in ("MiniMaxH3Mxfp8PreAttention.run", "MiniMaxH3Nvfp4PreAttention.run",
+                    "MiniMaxH3QkvQuantizePack.run")},
+    # fused_moe/alphamoe_nvfp4_sm100.py: _alphamoe_complete_route_id (:1655) picks the route
+    # from the tensors' data_ptr() alignment (`w1_scale_prepared.data_ptr() % 16`, `out.
+    # data_ptr() % 16`, the scales' `% 4`: :1700, :1754-:1757, :1779-:1806), called per call
+    # (:2267); a route outside _DEFERRABLE_COMPLETE_ROUTES (:2145) finishes `out` and returns
+    # no accumulators (:2288-:2331), route 9 bfloat16 ones, the others float32 (:2338-:2419);
+    # AlphaMoeNvfp4DeferredOutput keeps `self.route_id = int(route_id)` (:2179), by which
+    # alphamoe_nvfp4_finalize_deferred launches. Its docstring (:2484): "the arithmetic equals
+    # the existing routed entry given the same seed".
+    "fused_moe.alphamoe_nvfp4_routed_moe_deferred": "a result that is no graph value: its "
+    "AlphaMoeNvfp4DeferredOutput holds the route id as a Python int, and its form (float32 or "
+    "bfloat16 route accumulators, or none with the caller's `out` already finished) follows a "
+    "route chosen per call from the tensors' data_ptr() alignment, while an operator returns "
+    "tensors of a form fixed when traced, where no address can be read. In a compiled forward "
+    "call fused_moe.alphamoe_nvfp4_routed_moe with the seed (the shared-expert output) already "
+    "in `out` and accumulate=True, which FlashInfer says computes the same arithmetic and "
+    "which traces; or call this and alphamoe_nvfp4_finalize_deferred outside the compiled "
+    "region",
+}
 # Attention-sink wrappers' inherited deprecated forward(): no place for the sink tensor.
 SINK_WRAPPERS = re.compile(r"^Batch\w*AttentionSinkWrapper\.forward(_return_lse)?$")
 HOUSEKEEPING = {"reset_workspace_buffer", "workspace_size"}
@@ -116,6 +157,8 @@ def verdict(name, entry):
     if WEIGHT_PREP.search(name) and not PLAN_FUNCTIONS.search(name):
         return ("out of scope", "weight or adapter preparation at model load, outside any "
                 "compiled forward")
+    if name in CONTRACTS:
+        return ("by design", CONTRACTS[name])
     if name.rsplit(".", 1)[-1] in DATA_DEPENDENT:
         return ("by design", DATA_DEPENDENT[name.rsplit(".", 1)[-1]])
     doc = inspect.getdoc(fn) or ""

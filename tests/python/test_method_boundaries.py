@@ -131,3 +131,80 @@ def test_the_boundaries_installed_at_import_are_the_records():
     installed = {(module, *pair) for module, pairs in table.items() for pair in pairs}
     assert records, "no record declares a Class.method"
     assert installed == records, (sorted(installed - records), sorted(records - installed))
+
+
+B12X_SCRIPT = r"""
+import json, sys, torch
+import flashinfer.fused_moe.cute_dsl.b12x_moe as m
+
+boundaries = sys.modules["_dynafold_ops.mechanisms.method_boundaries"]
+cls = m.B12xMoEWrapper
+ran = []
+
+
+def run(self, x, w1_weight, w1_weight_sf, w2_weight, w2_weight_sf, token_selected_experts,
+        token_final_scales, *, w1_alpha, w2_alpha, fc2_input_scale=None,
+        input_global_scale=None):
+    ran.append(torch.compiler.is_compiling())
+    rows = token_selected_experts.size(0)
+    if self.use_cuda_graph:
+        out = self._moe_output[:rows]
+    else:
+        out = torch.empty((rows, self.hidden_size), dtype=self.output_dtype)
+    out.copy_(x * w1_alpha.sum() + token_final_scales.sum(1, keepdim=True))
+    return out
+
+
+from typing import Optional
+run.__annotations__ = {name: torch.Tensor for name in (
+    "x", "w1_weight", "w1_weight_sf", "w2_weight", "w2_weight_sf", "token_selected_experts",
+    "token_final_scales", "w1_alpha", "w2_alpha")}
+run.__annotations__.update(fc2_input_scale=Optional[torch.Tensor],
+                           input_global_scale=Optional[torch.Tensor], **{"return": torch.Tensor})
+cls.run = run
+boundaries.install(m, [("B12xMoEWrapper", "run")])
+
+
+def wrapper(use_cuda_graph):
+    obj = cls.__new__(cls)
+    obj.use_cuda_graph, obj.hidden_size, obj.output_dtype = use_cuda_graph, 2, torch.float32
+    obj._moe_output = torch.zeros(8, 2)
+    boundaries.hold(obj)
+    return obj
+
+
+x, w, scales = torch.randn(4, 2), torch.randn(4, 2), torch.rand(4, 3)
+ids = torch.zeros(4, 3, dtype=torch.int32)
+out = {}
+for graph in (False, True):
+    obj = wrapper(graph)
+    targets = []
+
+    def backend(gm, inputs):
+        targets.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+
+    f = torch.compile(lambda o, x, ids, s, a: o.run(x, w, w, w, w, ids, s, w1_alpha=a,
+                                                    w2_alpha=a) * 2, backend=backend)
+    eager = run(obj, x, w, w, w, w, ids, scales, w1_alpha=w[0], w2_alpha=w[0]) * 2
+    ran.clear()
+    got = f(obj, x, ids, scales, w[0])
+    out[str(graph)] = {"equal": torch.equal(got, eager), "ran": ran[:],
+                       "operator": any("b12x_moe_wrapper_run" in t for t in targets)}
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_b12x_wrapper_run_is_an_operator_only_without_use_cuda_graph(preload, tmp_path):
+    """B12xMoEWrapper.run's boundary (hooks/ops/registry/moe.py) takes a wrapper built without
+    use_cuda_graph, whose result is fresh (the record's `when`, a `Holds` on the object); one
+    built with use_cuda_graph=True returns a view of its own buffer, which no operator may
+    return: that call is no operator and runs as FlashInfer ships it. The method's body is a
+    CPU stand-in with FlashInfer's two result forms."""
+    env = flashinfer_env("0.7.4", tmp_path, LD_PRELOAD=preload)
+    got = result_of(run([str(PYTHON), "-c", B12X_SCRIPT], env, timeout=300))
+    assert got["False"] == {"equal": True, "ran": [False], "operator": True}, got
+    assert got["True"]["equal"] is True and got["True"]["operator"] is False, got
+    # Traced as shipped (this stand-in) or run eagerly past a break (FlashInfer's own run
+    # breaks at its API-logging wrapper): one call either way, never the operator.
+    assert got["True"]["ran"] in ([True], [False]), got

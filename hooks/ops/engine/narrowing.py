@@ -43,6 +43,8 @@ import typing
 
 import torch
 
+from _dynafold_ops.engine.record import Holds
+
 # What `typing.get_origin` gives a Union: `Union[...]`, and from 3.10 also `X | Y`
 # (`types.UnionType`, which 3.9 lacks: naming it there raised at every check).
 if sys.version_info >= (3, 10):
@@ -95,9 +97,12 @@ def _fits_an_int(value):
 def _fits(value):
     """A check that a parameter's value is exactly `value` (a constant: True, False, None, or a
     backend name), or, for `torch.Tensor` itself, that it is a tensor (a prepared wrapper's
-    operand given, not left to the one bound at preparation)."""
+    operand given, not left to the one bound at preparation), or, for a `Holds`
+    (engine/record.py), that the object a wrapper key holds has those attribute values."""
     if value is torch.Tensor:
         return _fits_a_tensor
+    if isinstance(value, Holds):
+        return _holds(value.attributes)
     if type(value) is int:
         # (a count whose 0 says "off": RecurrentKDAPrefillWrapper.run's
         # checkpoint_every_n_tokens)
@@ -119,6 +124,19 @@ def _fits(value):
 
 def _fits_true(value):
     return value is True
+
+
+def _holds(attributes):
+    """The check of a `Holds`: given a wrapper key (a constant of the graph, which Dynamo
+    guards on), whether the object it holds has `attributes`, answered at trace time (a
+    constant of the graph too: the attributes are its constructor's)."""
+    def holds(key):
+        if type(key) is not int:
+            return False
+        boundaries = sys.modules["_dynafold_ops.mechanisms.method_boundaries"]
+        obj = boundaries.held(key)
+        return all(getattr(obj, name, _holds) == want for name, want in attributes)
+    return _constant(holds)
 
 
 def _fits_given(value):

@@ -146,6 +146,19 @@ class Fresh:
         return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Holds:
+    """A `when` value for a wrapper method's `wrapper_key` (mechanisms/method_boundaries.py):
+    the object the key holds has these attribute values, which its constructor sets and
+    nothing changes after (B12xMoEWrapper's `use_cuda_graph`). Read once, while Dynamo traces,
+    for the key the graph guards on; a call on any other object is traced as shipped."""
+
+    attributes: Tuple[Tuple[str, Any], ...]
+
+    def __init__(self, **attributes: Any) -> None:
+        object.__setattr__(self, "attributes", tuple(sorted(attributes.items())))
+
+
 @dataclasses.dataclass(**_KEYWORDS)
 class Positional:
     """For a caller that passes `count` positional arguments laid out its own way (0.6.7.post3's

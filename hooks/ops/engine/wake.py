@@ -664,10 +664,11 @@ def _plan(declared):
             return narrowings
     # Checked before asking torch, which logs a warning per Union parameter when asked.
     elif declared.schema is None and (op_narrowing.needed(hints) or correction.get("variadic")
-                                      or correction.get("keywords")):
+                                      or correction.get("keywords") or correction.get("when")):
         # A JIT run function's `*args` (its correction's `variadic`) reach the operator
         # packed, its tensors declared mutable (op_narrowing.VARIADIC); a `**kwargs`'s known
-        # entries (`keywords`) as parameters of their own, for calls whose `when` values hold.
+        # entries (`keywords`) as parameters of their own; only calls whose `when` values hold
+        # (B12xMoEWrapper.run: a wrapper built without use_cuda_graph, a `Holds`).
         narrowings = op_narrowing.variants(
             fn, hints, variadic=bool(correction.get("variadic")),
             fits={name: op_narrowing._fits(value)

@@ -48,6 +48,7 @@ from _dynafold_ops.mechanisms import dispatch
 BOUNDARIES: typing.Dict[str, typing.Tuple[typing.Tuple[str, str], ...]] = {
     "flashinfer.fused_moe.cute_dsl.fused_moe": (("CuteDslMoEWrapper", "run"),
                                                 ("CuteDslMxfp8Mxfp4MoEWrapper", "run")),
+    "flashinfer.fused_moe.cute_dsl.b12x_moe": (("B12xMoEWrapper", "run"),),
     "flashinfer.gemm.cake_grouped_fp8_gemm": (
         ("PreparedGroupGemmFp8NtGroupwiseContiguous", "launch"),),
     "flashinfer.gemm.cake_grouped_fp8_fused_silu_quant": (

@@ -16,6 +16,7 @@ from _dynafold_ops.engine.record import (
     Form,
     Fresh,
     Given,
+    Holds,
     Op,
     Sweep,
 )
@@ -613,7 +614,8 @@ def _cute_dsl_moe_wrapper_run(values):
     `torch.empty((num_tokens, self.hidden_size), dtype=self.output_dtype)`, num_tokens
     token_selected_experts' rows, read from the wrapper the key holds
     (hooks/ops/mechanisms/method_boundaries.py); the runner returns it whole (0.7.4 fused_moe.py:1489,
-    0.7.2 :1026, 0.6.16 :721)."""
+    0.7.2 :1026, 0.6.16 :721). B12xMoEWrapper.run built without use_cuda_graph allocates the
+    same (its record, below)."""
     wrapper = method_boundaries.held(values["wrapper_key"])
     return values["x"].new_empty(
         (values["token_selected_experts"].size(0), wrapper.hidden_size),
@@ -692,6 +694,39 @@ OPS.append(Op(
     # 0.7.4's module imports without `cutlass` (swept in both environments); 0.6.16's package
     # imports it on the way (cute_dsl/utils.py).
     sweep=Sweep(equal=("0.7.4",), cute_dsl=("0.6.16", "0.7.4")),
+))
+
+
+# B12xMoEWrapper.run (0.6.11.post1 on; the wrapper API of b12x_fused_moe, SM120/SM121) reads the
+# weights' data_ptr() for the weight views it caches in the wrapper (no trace can read an
+# address). A wrapper method: the operator takes the object's key
+# (hooks/ops/mechanisms/method_boundaries.py) and calls run, for a wrapper built without
+# use_cuda_graph only (the correction's `when`, a `Holds` on the object: its constructor sets
+# `self.use_cuda_graph`, nothing changes it after). Then run allocates its result, `torch.empty(
+# (num_tokens, self.hidden_size), dtype=self.output_dtype)`, num_tokens token_selected_experts'
+# rows (0.7.4 b12x_moe.py:790, 0.7.2 :771, 0.6.16 :534, 0.6.11.post1 :361), leaves the workspace to
+# launch_sm120_moe (`workspace = None`, 0.7.4 :805: FlashInfer's module-level cache, as for
+# b12x_fused_moe), keeps the weight views and the folded FC1 alpha (0.7.x, with
+# input_global_scale) in the wrapper, no caller's tensor, and returns launch_sm120_moe(
+# scatter_output=moe_output) (0.7.4 :886, :902), which writes and returns that buffer on every
+# backend (b12x_fused_moe's record above). Built with use_cuda_graph=True (as a server capturing
+# CUDA graphs builds it), run returns `self._moe_output[:num_tokens]` (0.7.4 :783), a view of the
+# wrapper's own buffer that the next call overwrites: no operator may return that alias of
+# wrapper state (a fresh result would differ from eager once a result is kept across calls), so
+# that call is no operator. Dynamo goes on, as for any call a boundary's `when` does not take,
+# through dynafold's declaration (method_boundaries.py `call`) into FlashInfer's run, and breaks
+# at its API-logging wrapper (an inspect.Signature Dynamo cannot wrap there; before this boundary
+# the break was at run's data_ptr() reads): run() then runs eagerly, as FlashInfer ships it.
+OPS.append(Op(
+    family=Family.MOE,
+    module="flashinfer.fused_moe.cute_dsl.b12x_moe",
+    function="B12xMoEWrapper.run",
+    name="flashinfer::b12x_moe_wrapper_run",
+    declare=Declare(),
+    # dynafold's declaration of B12xMoEWrapper.run, woken for a wrapper built without
+    # use_cuda_graph, whose result is the fresh buffer run allocates.
+    correction=Correction(when={"wrapper_key": Holds(use_cuda_graph=False)}),
+    fake=Fake(_cute_dsl_moe_wrapper_run, ("wrapper_key", "x", "token_selected_experts")),
 ))
 
 

@@ -318,6 +318,17 @@ def _cute_wrapper(cls, weights, **config):
     return build
 
 
+def _b12x_wrapper(t, fi):
+    """B12xMoEWrapper made as FlashInfer makes it on an SM120 device with CUDA 13 (it asks for
+    both: standins.py `made_as`), without use_cuda_graph: dynafold's boundary of run() takes
+    that wrapper only (hooks/ops/registry/moe.py; one built with use_cuda_graph=True returns a
+    view of its own buffer, traced as shipped)."""
+    import standins
+    with standins.made_as(120, "13.0"):
+        call = _cute_wrapper("B12xMoEWrapper", _b12x_nvfp4, use_cuda_graph=False)(t, fi)
+    return {"use_cuda_graph=False": call}
+
+
 # AlphaMoE (SM100): experts over a vLLM/SGLang `moe_align_block_size` plan, padded per
 # expert to BLOCK_M with worst-case capacity (the plan buffers a server allocates once).
 BLOCK_M = 8
@@ -673,7 +684,7 @@ BUILDERS = {
     "CuteDslMxfp8Mxfp4MoEWrapper.run": _cute_wrapper("CuteDslMxfp8Mxfp4MoEWrapper",
                                                      _cute_mxfp8_mxfp4),
     "CuteDslBf16MoEWrapper.run": _cute_wrapper("CuteDslBf16MoEWrapper", _cute_bf16),
-    "B12xMoEWrapper.run": _cute_wrapper("B12xMoEWrapper", _b12x_nvfp4, use_cuda_graph=True),
+    "B12xMoEWrapper.run": _b12x_wrapper,
     "alphamoe_fp8_block_scale_aligned_moe": _alphamoe_fp8,
     "alphamoe_nvfp4_aligned_moe": _alphamoe_nvfp4("alphamoe_nvfp4_aligned_moe", routed=False),
     "alphamoe_nvfp4_routed_moe": _alphamoe_nvfp4("alphamoe_nvfp4_routed_moe", routed=True),

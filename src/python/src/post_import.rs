@@ -29,6 +29,7 @@ const FLASHINFER_PLANNERS: &[&str] = &[
     // Wrapper classes whose methods are dynafold's boundaries (the op records in
     // hooks/ops/registry/ declaring a `Class.method`, hooks/ops/mechanisms/method_boundaries.py).
     "flashinfer.fused_moe.cute_dsl.fused_moe",
+    "flashinfer.fused_moe.cute_dsl.b12x_moe",
     "flashinfer.gemm.cake_grouped_fp8_gemm",
     "flashinfer.gemm.cake_grouped_fp8_fused_silu_quant",
     "flashinfer.kda",
