@@ -50,6 +50,9 @@ class Wrapper:
     def only(self, a, /, b, *, c=3, **extra):
         return ("only", a, b, c, extra)
 
+    def po_default(self, a, b=1, /, c=None):
+        return ("po_default", a, b, c)
+
     def cell(self, x):
         return ("cell", x, __class__.__name__, super().__repr__() is not None)
 
@@ -65,6 +68,8 @@ CALLS = [
     ("forward", (1, 2, "ROPE", 0.5, 7), {}),
     ("only", (1, 2), {"c": 4, "z": 5}),
     ("only", (1,), {"b": 2}),
+    ("po_default", (1,), {"c": 2}),
+    ("po_default", (1, 5), {}),
     ("cell", (7,), {}),
     ("decorated", (3,), {"out": 4}),
     ("decorated", (3,), {}),
@@ -127,10 +132,10 @@ def test_a_trace_gets_the_call_and_no_symbolic_default(dispatched):
     def f(x):
         return (w.run(x, 2, 3, k_scale=4)[1], w.run(x, 2, cap=0.5)[1],
                 w.forward(x, 2, sm_scale=0.5)[1], w.forward(x, 2, "R", 0.1, 7)[1],
-                w.decorated(x)[1])
+                w.decorated(x)[1], w.po_default(x, 2)[1])
 
     x = torch.ones(2)
-    assert all(torch.equal(t, e) for t, e in zip(f(x), (x * 2, x * 2, x, x, x)))
+    assert all(torch.equal(t, e) for t, e in zip(f(x), (x * 2, x * 2, x, x, x, x)))
     assert dispatched == [
         ("run", (x, 2, 3), {"q_scale": None, "k_scale": 4, "out": None, "return_lse": False}),
         ("run", (x, 2), {"q_scale": None, "k_scale": None, "out": None, "return_lse": False,
@@ -138,6 +143,8 @@ def test_a_trace_gets_the_call_and_no_symbolic_default(dispatched):
         ("forward", (x, 2), {"pos": "NONE", "sm_scale": 0.5, "k_scale": None}),
         ("forward", (x, 2), {"pos": "R", "sm_scale": 0.1, "k_scale": None, "window_left": 7}),
         ("decorated", (x,), {"out": None}),
+        # A positional-only parameter with a default: the packing dispatcher, the call as made.
+        ("po_default", (x, 2), {}),
     ]
 
 

@@ -123,9 +123,9 @@ def _exact(original, traced):
                    and (star is not None or p.default is _P.empty)]
     held_back = {p.name for p in named if p.default is not _P.empty
                and type(p.default) not in (type(None), bool, str)}
-    if any(p.name in held_back or p.kind == _P.POSITIONAL_ONLY and p.default is not _P.empty
-           for p in by_position):
-        return None
+    if any(p.name in held_back for p in by_position) or any(
+            p.kind == _P.POSITIONAL_ONLY and p.default is not _P.empty for p in named):
+        return None  # (a positional-only parameter cannot be given by name)
     eager = _positional_copy(original, len(only)) if only else original
     if eager is None:
         return None
