@@ -85,10 +85,11 @@ _forms: typing.Dict[str, typing.Any] = {}
 # (module, class, method) -> FlashInfer's method.
 _originals: typing.Dict[typing.Tuple[str, str, str], typing.Any] = {}
 _defined: typing.List[typing.Any] = [False]
-# (class, method) -> its dispatcher, set on the class by `define()` at the process's first
-# compile start: until then eager calls are FlashInfer's method itself, not even one frame
-# more (issue 40: a process that never compiles, as SGLang's breakable CUDA graphs, pays
-# nothing on run()).
+# (class, method) -> what makes its dispatcher, made and set on the class by `define()` at the
+# process's first compile start: until then eager calls are FlashInfer's method itself, not
+# even one frame more (issue 40: a process that never compiles, as SGLang's breakable CUDA
+# graphs, pays nothing on run()), and FlashInfer's import does not pay for generating them
+# (about 0.4 ms each, hooks/ops/mechanisms/dispatch.py; sixteen on 0.6.16).
 _waiting: typing.Dict[typing.Tuple[type, str], typing.Any] = {}
 # `_form`, as Dynamo calls it: outside the trace, its result a constant.
 _form_constant: typing.List[typing.Any] = [None]
@@ -113,11 +114,11 @@ def install(module):
             if not inspect.isfunction(original) or getattr(original, "_dynafold_run", False):
                 continue
             _originals[(module.__name__, name, method)] = original
-            dispatcher = _dispatcher(module.__name__, name, method, original)
+            making = (module.__name__, name, method, original)
             if _defined[0]:
-                setattr(cls, method, dispatcher)
+                setattr(cls, method, _dispatcher(*making))
             else:
-                _waiting[(cls, method)] = dispatcher
+                _waiting[(cls, method)] = making
             made.append(f"{name}.{method}")
         if any(m.startswith(f"{name}.") for m in made):
             _families[(module.__name__, name)] = family
@@ -160,8 +161,13 @@ def define():
         return
     _defined.append(lib)  # a Library deregisters its operator when collected
     _defined[0] = True
-    for (cls, method), dispatcher in _waiting.items():
-        setattr(cls, method, dispatcher)
+    for (cls, method), making in _waiting.items():
+        try:
+            setattr(cls, method, _dispatcher(*making))
+        except Exception as e:  # noqa: BLE001 - never break the compile: that method stays as shipped
+            attention_plans.set_deferred(cls)  # a trace of it reads the plan
+            _log.warning("dynafold: %s.%s stays as FlashInfer ships it (no dispatcher: %s: %s)",
+                         making[1], method, type(e).__name__, e)
     _waiting.clear()
 
 
