@@ -143,15 +143,16 @@ def set_deferred(cls=None):
                 setattr(wrapper, attr, value)
 
 
-def _unshadow(obj, attr):
-    """Moves FlashInfer's value of `attr`, set in `obj.__dict__` before the class's property
-    existed, behind the property. False when there was none."""
+def _shadowed(obj, attr, raw):
+    """A property's read of `raw` that found nothing: FlashInfer's value of `attr`, set in
+    `obj.__dict__` before the class's property existed, moved behind the property; else the
+    AttributeError a read of `attr` gives."""
     try:
         value = obj.__dict__.pop(attr)
     except (KeyError, AttributeError):
-        return False
+        raise AttributeError(f"{type(obj).__name__!r} object has no attribute {attr!r}") from None
     setattr(obj, attr, value)
-    return True
+    return getattr(obj, raw)
 
 
 def _plan_attributes(cls):
@@ -192,9 +193,7 @@ def _plan_property(attr):
         try:
             return getattr(self, raw)
         except AttributeError:
-            if _unshadow(self, attr):
-                return getattr(self, raw)
-            raise
+            return _shadowed(self, attr, raw)
 
     def set(self, value):
         setattr(self, raw, value)
@@ -354,9 +353,7 @@ def _module_property(attr, stand_in_class):
         try:
             return getattr(self, raw)
         except AttributeError:
-            if _unshadow(self, attr):
-                return getattr(self, raw)
-            raise
+            return _shadowed(self, attr, raw)
 
     def set(self, value):
         if value is not None and getattr(self, raw, None) is value:
