@@ -160,3 +160,33 @@ def test_a_signature_not_from_the_code_gets_the_packing_dispatcher():
     made = dispatch.dispatcher(method, None)
     assert made.__code__.co_varnames[:3] == ("self", "args", "kwargs")
     assert made(None, 1, y=2) == ((1,), {"y": 2})
+
+
+# A class whose method's code is not its file's text, as in a module an import hook rewrote.
+exec(compile("class Rewritten:\n"
+             "    def run(self, q, kv, window_left=-1):\n"
+             "        return ('rewritten', q)\n", __file__, "exec"))
+
+
+def test_the_method_itself_where_its_source_is_its_code():
+    """Where the method's file compiles to exactly the code that runs, the dispatcher is that
+    code with the traced block first: the method's own file, first line and line numbers (an
+    error's traceback names the same line), no frame of dynafold's. Anything else gets the
+    exact dispatcher, one frame."""
+    def line_of_error(method):
+        try:
+            method(Wrapper(), None, None)
+        except TypeError as e:
+            return e.__traceback__.tb_next.tb_lineno, e.__traceback__.tb_next.tb_frame.f_code
+        raise AssertionError("no error")
+
+    original = Wrapper.__dict__["run"]
+    made = dispatch.dispatcher(original, None)
+    assert made.__code__.co_filename == original.__code__.co_filename
+    assert made.__code__.co_firstlineno == original.__code__.co_firstlineno
+    (line, code), (want, _) = line_of_error(made), line_of_error(original)
+    assert line == want and code is made.__code__  # the method's own frame, first after the caller
+
+    other = dispatch.dispatcher(Rewritten.run, None)  # noqa: F821 - made by exec
+    assert other.__code__.co_filename == "<dynafold dispatcher of Rewritten.run>"
+    assert other(None, 1, 2) == ("rewritten", 1)

@@ -1,28 +1,37 @@
-"""A method that is FlashInfer's for eager calls and dynafold's while Dynamo traces, at the
-cost of one frame.
+"""A method that is FlashInfer's for eager calls and dynafold's while Dynamo traces.
 
-A plain `def method(self, *args, **kwargs)` that forwards to FlashInfer's method packs the
-call into a tuple and a dict and unpacks them again: with SGLang's keywords (`forward(q, kv,
-sm_scale=..., logits_soft_cap=..., k_scale=..., v_scale=...)`) about 0.37 us a call on the
-2-core CPU machine, twice per decode call (FlashInfer's `forward()` calls `run()`), 1.10-1.12x
-of the stand-in call (issue 40). So the dispatcher has FlashInfer's own parameter list, made
-from the method's code (its names only, each checked to be an identifier; the defaults are the
-method's own objects, bound by name in the generated code's namespace, never written into
-it), and passes every argument on by position. A method with keyword-only parameters is called through a copy of its function
-whose code takes them by position too (`code.replace`: the same body, line held_back and
-closure; CPython keeps keyword-only parameters right after the positional ones, so only the
-counts change). A method behind FlashInfer's own decorator gets the dispatcher inside it
-(`_through_decorator`); any other whose code takes no named parameter first gets the packing
-one.
+Three forms, the first that applies (issue 40 measured each on the 2-core CPU machine, with
+SGLang's keywords: `forward(q, kv, sm_scale=..., logits_soft_cap=..., k_scale=..., v_scale=...)`,
+which calls `run()`, so it pays twice):
+
+- In place (`_in_place`): FlashInfer's method compiled again from its own source with the
+  traced block as its first statement. No frame of dynafold's: eagerly one call of
+  `is_dynamo_compiling`, +0.03 us a method. Only where that source, compiled without the block,
+  gives exactly the code that runs.
+- Exact (`_exact`): a function with FlashInfer's own parameter list, made from the method's code
+  (its names only, each checked to be an identifier; the defaults are the method's own objects,
+  bound by name in the generated code's namespace, never written into it), passing every
+  argument on by position: one frame, +0.07 us. A method with keyword-only parameters is called
+  through a copy of its function whose code takes them by position too (`code.replace`: the
+  same body, line table and closure; CPython keeps keyword-only parameters right after the
+  positional ones, so only the counts change).
+- Packing (`_packing`), for a method whose code takes no named parameter first, or a
+  positional-only one with a default: `def method(self, *args, **kwargs)`, +0.37 us.
+
+A method behind FlashInfer's own decorator gets the dispatcher inside it (`_through_decorator`).
 
 While Dynamo traces, the dispatcher calls `traced(self, args, kwargs)` with the call's
 arguments: those without a default by position, the others by name, a default included only
-where it is None, a bool or a string (see `_exact`).
+where it is None, a bool or a string (see `_shape`).
 """
 
+import __future__
+import ast
 import functools
 import inspect
 import keyword
+import operator
+import sys
 import types
 import typing
 
@@ -42,7 +51,8 @@ _UNSET = object()
 def dispatcher(original, traced) -> typing.Any:
     """A function to set on the class in place of `original`: `original` eagerly, `traced(self,
     args, kwargs)` while Dynamo traces."""
-    made = _through_decorator(original, traced) or _exact(original, traced)
+    made = (_through_decorator(original, traced) or _in_place(original, traced)
+            or _exact(original, traced))
     if made is None:
         made = _packing(original, traced)
     functools.update_wrapper(made, original)
@@ -67,7 +77,7 @@ def _through_decorator(original, traced):
     cells = [i for i, cell in enumerate(closure) if _contents(cell) is inner]
     if len(cells) != 1:
         return None
-    made = _exact(inner, traced)
+    made = _in_place(inner, traced) or _exact(inner, traced)
     if made is None:
         return None
     functools.update_wrapper(made, inner)
@@ -93,10 +103,39 @@ def _packing(original, traced):
     return method
 
 
-def _exact(original, traced):
-    """The dispatcher with `original`'s parameters, or None where its code says none first, a
-    name is not a plain identifier, or a default held back is that of a parameter that must be
-    passed by position."""
+class _Shape(typing.NamedTuple):
+    """How a method's call reaches the traced path, read from its code."""
+    params: typing.List[inspect.Parameter]
+    star: typing.Optional[str]  # its `*args`
+    stars: typing.Optional[str]  # its `**kwargs`
+    only: typing.List[str]  # its keyword-only parameters
+    by_position: typing.List[inspect.Parameter]  # given to the traced path by position
+    held_back: typing.Set[str]  # not given when left at their default
+
+    def traced_block(self, left_at_default):
+        """The lines that hand the call to `_dynafold_traced` while Dynamo traces;
+        `left_at_default(i, name)` is the test that parameter `i`, held back, was not given."""
+        named = [p for p in self.params if p.kind not in (_P.VAR_POSITIONAL, _P.VAR_KEYWORD)]
+        given = [p.name for p in self.by_position[1:]]
+        args = ("(" + "".join(f"{n}, " for n in given) + ")"
+                + (f" + {self.star}" if self.star else ""))
+        keywords = [p.name for p in named
+                    if p not in self.by_position and p.name not in self.held_back]
+        lines = ["if _dynafold_tracing():",
+                 "    _dynafold_keywords = {" + "".join(f"{n!r}: {n}, " for n in keywords)
+                 + (f"**{self.stars}" if self.stars else "") + "}"]
+        lines += [f"    if not ({left_at_default(i, p.name)}):\n"
+                  f"        _dynafold_keywords[{p.name!r}] = {p.name}"
+                  for i, p in enumerate(self.params) if p.name in self.held_back]
+        lines.append(f"    return _dynafold_traced({self.by_position[0].name}, {args}, "
+                     "_dynafold_keywords)")
+        return lines
+
+
+def _shape(original):
+    """`original`'s call shape, or None where its code says no parameter first, a name is not a
+    plain identifier, or a default held back is that of a parameter that must be passed by
+    position."""
     if not inspect.isfunction(original) or "__signature__" in vars(original):
         return None  # the parameters are read from the code, never from what it says of itself
     try:
@@ -111,21 +150,147 @@ def _exact(original, traced):
     named = [p for p in params if p.kind not in (_P.VAR_POSITIONAL, _P.VAR_KEYWORD)]
     star = next((p.name for p in params if p.kind == _P.VAR_POSITIONAL), None)
     stars = next((p.name for p in params if p.kind == _P.VAR_KEYWORD), None)
-    only = [p.name for p in named if p.kind == _P.KEYWORD_ONLY]
     # What Dynamo is given: the parameters without a default by position (with `*args`, every
     # positional one), the others by name. A default that is not None, a bool or a string is
     # held back, not given when the caller left it: Dynamo may make a number symbolic (a
     # function's defaults are inputs of the frame under `dynamic=True`), which no constant form
     # can hold, and an object default may be a sentinel of FlashInfer's own (0.7.4's
-    # CuteDslMoEWrapper.run `nvfp4_4over6=_UNSET`) that no declaration takes. Such a parameter
-    # gets a sentinel default of dynafold's, replaced before the eager call.
+    # CuteDslMoEWrapper.run `nvfp4_4over6=_UNSET`) that no declaration takes.
     by_position = [p for p in named if p.kind != _P.KEYWORD_ONLY
                    and (star is not None or p.default is _P.empty)]
     held_back = {p.name for p in named if p.default is not _P.empty
-               and type(p.default) not in (type(None), bool, str)}
+                 and type(p.default) not in (type(None), bool, str)}
     if any(p.name in held_back for p in by_position) or any(
             p.kind == _P.POSITIONAL_ONLY and p.default is not _P.empty for p in named):
         return None  # (a positional-only parameter cannot be given by name)
+    return _Shape(params, star, stars, [p.name for p in named if p.kind == _P.KEYWORD_ONLY],
+                  by_position, held_back)
+
+
+def _in_place(original, traced):
+    """`original` compiled again from its own source with the traced block as its first
+    statement (after the docstring): eagerly the cost of one call returning False, and no frame
+    of dynafold's. The source is FlashInfer's file as linecache has it, compiled as `original`
+    was (its line numbers, its columns, its `__future__` flags) and used only when, compiled
+    without the block, it gives a code object equal to `original`'s (same bytecode, constants,
+    names and line table): anything else is None, and the next dispatcher is tried. The block's
+    names are cells of the copy (the function and the defaults it compares with), never
+    FlashInfer's globals."""
+    shape = _shape(original)
+    code = getattr(original, "__code__", None)
+    # (In a generator the block's `return` would end the generator instead of answering.)
+    if shape is None or code is None or code.co_flags & _NOT_PLAIN:
+        return None
+    try:
+        lines, first = inspect.getsourcelines(original)
+    except Exception:  # noqa: BLE001 - any doubt about the source: the next dispatcher
+        return None
+    indent = len(lines[0]) - len(lines[0].lstrip(" ")) if lines else 0
+    # Three lines of scaffold above the method: the module's imports of the names it uses
+    # (never run: CPython 3.11+ compiles `name.attr(...)` differently where `name` is imported),
+    # then, each less indented than the method, a function whose locals the block's names are,
+    # and a class, so that `super()` and `__class__` compile as they did.
+    if first < 4 or not 2 <= indent < len(lines[0]) or lines[0][indent] in "\t\f":
+        return None
+    held = [(i, p) for i, p in enumerate(shape.params) if p.name in shape.held_back]
+    cells = {"_dynafold_tracing": is_dynamo_compiling, "_dynafold_traced": traced,
+             "_dynafold_unset": _UNSET, **{f"_dynafold_default_{i}": p.default for i, p in held}}
+    imported = sorted(_imported(code, original.__globals__))
+    scaffold = ((f"import {', '.join(imported)}\n" if imported else "\n")
+                + f"def _dynafold_scope({', '.join(cells)}):\n class _dynafold_class:\n")
+    flags = code.co_flags & _FUTURE_FLAGS
+    try:
+        tree = ast.parse(scaffold + "".join(lines))
+        ast.increment_lineno(tree, first - 4)
+        scope = typing.cast(ast.FunctionDef, tree.body[-1])
+        method = typing.cast(ast.ClassDef, scope.body[0]).body
+        if (len(method) != 1 or not isinstance(method[0], ast.FunctionDef)
+                or method[0].name != code.co_name):
+            return None
+        if _compiled(tree, code, flags) != code:
+            return None  # not the source of the code that runs
+        body = method[0].body
+        at = 1 if (len(body) > 1 and isinstance(body[0], ast.Expr)
+                   and isinstance(body[0].value, ast.Constant)
+                   and isinstance(body[0].value.value, str)) else 0
+        block = ast.parse("\n".join(shape.traced_block(
+            lambda i, name: f"{name} is _dynafold_unset") + [
+            f"if {p.name} is _dynafold_unset:\n    {p.name} = _dynafold_default_{i}"
+            for i, p in held]) + "\n").body
+        for node in block:
+            for part in ast.walk(node):
+                ast.copy_location(part, body[at])
+        body[at:at] = block
+        made = _compiled(tree, code, flags)
+    except (SyntaxError, ValueError, TypeError, RecursionError):
+        return None
+    if made is None or not set(made.co_freevars) <= set(cells) | set(code.co_freevars):
+        return None
+    own = dict(zip(code.co_freevars, original.__closure__ or ()))
+    closure = tuple(own[n] if n in own else types.CellType(cells[n]) for n in made.co_freevars)
+    if sys.version_info >= (3, 11):
+        made = made.replace(co_qualname=code.co_qualname)
+    # A default held back is dynafold's sentinel in the copy, as in `_exact`'s dispatcher:
+    # under Dynamo an identity test with the default's own object fails (a constant is made
+    # again), one with an object of dynafold's holds.
+    unset = {p.name for _, p in held}
+    defaults = original.__defaults__
+    if defaults:
+        names = [p.name for p in shape.params if p.kind != _P.KEYWORD_ONLY
+                 and p.default is not _P.empty]
+        if len(names) != len(defaults):
+            return None
+        defaults = tuple(_UNSET if n in unset else v for n, v in zip(names, defaults))
+    copy = types.FunctionType(made, original.__globals__, original.__name__, defaults, closure)
+    if original.__kwdefaults__:
+        copy.__kwdefaults__ = {n: _UNSET if n in unset else v
+                               for n, v in original.__kwdefaults__.items()}
+    return copy
+
+
+_NOT_PLAIN = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+              | inspect.CO_ITERABLE_COROUTINE)
+
+# The `__future__` features a code object's flags carry, which its copy is compiled with.
+_FUTURE_FLAGS = functools.reduce(
+    operator.or_, (getattr(__future__, f).compiler_flag for f in __future__.all_feature_names))
+
+
+def _imported(code, module):
+    """The global names `code` (and code nested in it) uses that its module has imported, as
+    far as the values tell: modules, and objects defined in another module. A guess, which the
+    comparison of the compiled code checks."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _imported(const, module)
+    own = module.get("__name__")
+    return {n for n in names if n in module and (
+        isinstance(module[n], types.ModuleType)
+        or getattr(module[n], "__module__", own) not in (own, None))}
+
+
+def _compiled(tree, code, flags):
+    """The method's code object in `tree` (the scaffold's), compiled as `code` was."""
+    module = compile(tree, code.co_filename, "exec", flags=flags, dont_inherit=True)
+    for scope in module.co_consts:
+        if isinstance(scope, types.CodeType) and scope.co_name == "_dynafold_scope":
+            for cls in scope.co_consts:
+                if isinstance(cls, types.CodeType) and cls.co_name == "_dynafold_class":
+                    for made in cls.co_consts:
+                        if isinstance(made, types.CodeType) and made.co_name == code.co_name:
+                            # Nested in the scaffold, which `code` was not.
+                            return made.replace(co_flags=made.co_flags & ~inspect.CO_NESTED
+                                                | code.co_flags & inspect.CO_NESTED)
+    return None
+
+
+def _exact(original, traced):
+    """The dispatcher with `original`'s parameters, or None where it has no call shape."""
+    shape = _shape(original)
+    if shape is None:
+        return None
+    params, star, stars, only = shape.params, shape.star, shape.stars, shape.only
     eager = _positional_copy(original, len(only)) if only else original
     if eager is None:
         return None
@@ -140,26 +305,21 @@ def _exact(original, traced):
                 else "") + p.name
         if p.default is not _P.empty:
             namespace[f"_dynafold_default_{i}"] = p.default
-            text += "=_dynafold_unset" if p.name in held_back else f"=_dynafold_default_{i}"
+            # A default held back gets a sentinel of dynafold's, replaced before the eager call.
+            text += ("=_dynafold_unset" if p.name in shape.held_back
+                     else f"=_dynafold_default_{i}")
         listed.append(text)
         if p.kind == _P.POSITIONAL_ONLY and (
                 i + 1 == len(params) or params[i + 1].kind != _P.POSITIONAL_ONLY):
             listed.append("/")
-    first = by_position[0].name
-    given = [p.name for p in by_position[1:]]
-    traced_args = "(" + "".join(f"{n}, " for n in given) + ")" + (f" + {star}" if star else "")
-    keywords = [p.name for p in named if p not in by_position and p.name not in held_back]
-    lines = [f"def method({', '.join(listed)}):",
-             "    if _dynafold_tracing():",
-             "        _dynafold_keywords = {" + "".join(f"{n!r}: {n}, " for n in keywords)
-             + (f"**{stars}" if stars else "") + "}"]
-    lines += [f"        if {n} is not _dynafold_unset:\n"
-              f"            _dynafold_keywords[{n!r}] = {n}" for n in sorted(held_back)]
-    lines.append(f"        return _dynafold_traced({first}, {traced_args}, _dynafold_keywords)")
+    lines = [f"def method({', '.join(listed)}):"]
+    lines += ["    " + line for line in "\n".join(
+        shape.traced_block(lambda i, name: f"{name} is _dynafold_unset")).split("\n")]
     for i, p in enumerate(params):
-        if p.name in held_back:
+        if p.name in shape.held_back:
             lines.append(f"    if {p.name} is _dynafold_unset:\n"
                          f"        {p.name} = _dynafold_default_{i}")
+    named = [p for p in params if p.kind not in (_P.VAR_POSITIONAL, _P.VAR_KEYWORD)]
     positional = [p.name for p in named if p.kind != _P.KEYWORD_ONLY]
     # The copy takes the keyword-only ones right after the positional ones, then any `*args`
     # (passed on only when there are some: an empty `*args` still costs a tuple).
