@@ -190,3 +190,36 @@ def test_the_method_itself_where_its_source_is_its_code():
     other = dispatch.dispatcher(Rewritten.run, None)  # noqa: F821 - made by exec
     assert other.__code__.co_filename == "<dynafold dispatcher of Rewritten.run>"
     assert other(None, 1, 2) == ("rewritten", 1)
+
+
+def test_a_partialmethod_made_plain_is_called_by_its_dispatcher():
+    """FlashInfer's `run_return_lse = partialmethod(run, return_lse=True)`, made plain by
+    hooks/ops/mechanisms/partial_methods.py: the dispatcher makes the plain method's call
+    itself (one frame, not two), eagerly the partialmethod's result; a trace gets the call."""
+    partial_methods = engine("mechanisms.partial_methods")
+
+    class Lse(Wrapper):
+        run_return_lse = functools.partialmethod(Wrapper.run, return_lse=True)
+
+    shipped = Lse().run_return_lse(1, 2, 9, k_scale=5, cap=0.5)
+    module = type(sys)("lse_module")
+    Lse.__module__ = module.__name__
+    module.Lse = Lse
+    assert partial_methods.install(module) == ["Lse.run_return_lse"]
+    seen = []
+    plain = Lse.__dict__["run_return_lse"]
+    Lse.run_return_lse = dispatch.dispatcher(
+        plain, lambda self, args, kwargs: seen.append((args, kwargs)) or plain(self, *args, **kwargs))
+    cells = [c.cell_contents for c in Lse.run_return_lse.__closure__]
+    assert plain not in cells and Wrapper.run in cells  # the plain method's call, made here
+    assert Lse().run_return_lse(1, 2, 9, k_scale=5, cap=0.5) == shipped
+    assert Lse().run_return_lse(1, 2, return_lse=False)[7] is False  # the caller's keyword wins
+
+    w = Lse()
+
+    @torch.compile(backend="eager", fullgraph=True)
+    def f(x):
+        return w.run_return_lse(x, 2, k_scale=3)[1]
+
+    x = torch.ones(2)
+    assert torch.equal(f(x), x * 2) and seen == [((x, 2), {"k_scale": 3})]

@@ -20,6 +20,8 @@ executed, with the plans' hook (hooks/ops/mechanisms/attention_plans.py).
 import functools
 import inspect
 
+from _dynafold_ops.mechanisms import dispatch
+
 
 def install(module):
     """The `Class.attribute` names made plain in `module`, in definition order."""
@@ -46,6 +48,7 @@ def _plain(cls, attr, partial_method):
     method.__qualname__ = f"{cls.__qualname__}.{attr}"
     method.__module__ = cls.__module__
     method.__doc__ = func.__doc__
+    setattr(method, dispatch.PARTIAL, (func, bound, keywords))  # the dispatcher makes this call
     try:
         # (mypy has no type for an attribute set on a function: python/mypy#2087)
         method.__signature__ = inspect.signature(getattr(cls, attr))  # type: ignore[attr-defined]
