@@ -88,6 +88,22 @@ def main():
             print(f"| {call} | {'never compiled' if state == 'fresh' else 'has compiled'} | "
                   f"{statistics.median(without):.2f} | {statistics.median(with_):.2f} | "
                   f"**{statistics.median(ratios):.3f}x** ({ratios[0]:.3f}-{ratios[-1]:.3f}) |")
+    inside = [r["in_process"] for r in runs["with"]]
+    blocks = len(inside[0]["dispatched"][next(iter(inside[0]["dispatched"]))])
+    print(f"\nIn one process that has compiled, blocks alternating dynafold's dispatchers "
+          f"({inside[0]['methods']} methods) with FlashInfer's methods as shipped, "
+          f"{blocks} blocks a process, {len(inside)} processes:\n")
+    print("| call | shipped (us) | dispatched (us) | dispatched / shipped, per block: median "
+          "(interquartile range; range) |")
+    print("|---|---|---|---|")
+    for call in inside[0]["dispatched"]:
+        theirs = [us for r in inside for us in r["shipped"][call]]
+        ours = [us for r in inside for us in r["dispatched"][call]]
+        ratios = sorted(o / t for o, t in zip(ours, theirs))
+        q = statistics.quantiles(ratios, n=4)
+        print(f"| {call} | {statistics.median(theirs):.2f} | {statistics.median(ours):.2f} | "
+              f"**{statistics.median(ratios):.3f}x** ({q[0]:.3f}-{q[2]:.3f}; "
+              f"{ratios[0]:.3f}-{ratios[-1]:.3f}) |")
 
 
 if __name__ == "__main__":

@@ -323,16 +323,53 @@ def time_calls(calls, rounds):
     return {name: statistics.median(ts) / 1e3 for name, ts in times.items()}
 
 
-def measure(made, layer):
+def measure(made, layer, append, rounds=ROUNDS):
     out = {}
     for family, calls in made.items():
         if calls is None:
             continue
-        got = time_calls(dict(zip(("plan", "run", "sglang"), calls)), ROUNDS)
+        got = time_calls(dict(zip(("plan", "run", "sglang"), calls)), rounds)
         for call, us in got.items():
             out[f"{family}.{call}"] = us
-    out["append"] = time_calls({"append": append_call()}, ROUNDS)["append"]
-    out.update(time_calls(layer, ROUNDS))
+    out["append"] = time_calls({"append": append}, rounds)["append"]
+    out.update(time_calls(layer, rounds))
+    return out
+
+
+def dispatched_methods():
+    """(class, name, dynafold's dispatcher, FlashInfer's method as shipped) for each method
+    dynafold dispatches (none in a process without it)."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("flashinfer"):
+            continue
+        for cls in list(vars(module).values()):
+            if not isinstance(cls, type) or cls.__module__ != name:
+                continue
+            for attr, value in list(vars(cls).items()):
+                if getattr(value, "_dynafold_run", False) or getattr(
+                        value, "_dynafold_dispatcher", False):
+                    found.append((cls, attr, value, value.__wrapped__))
+    return found
+
+
+def in_process(made, layer, append, blocks=8):
+    """The same calls in one process that has compiled, in blocks alternating dynafold's
+    dispatchers with FlashInfer's methods as shipped (ABBA order): what the dispatchers cost,
+    free of what differs between processes (a GPU host's 1.2-1.3x from process to process
+    where dynafold runs no code, issue 40). Per call, the block medians of each."""
+    methods = dispatched_methods()
+    out = {"dispatched": {}, "shipped": {}}
+    for block in range(blocks):
+        order = ("dispatched", "shipped") if block % 2 == 0 else ("shipped", "dispatched")
+        for kind in order:
+            for cls, attr, ours, theirs in methods:
+                setattr(cls, attr, ours if kind == "dispatched" else theirs)
+            for call, us in measure(made, layer, append, max(ROUNDS // blocks, 20)).items():
+                out[kind].setdefault(call, []).append(us)
+    for cls, attr, ours, _ in methods:
+        setattr(cls, attr, ours)
+    out["methods"] = len(methods)
     return out
 
 
@@ -342,12 +379,15 @@ def main():
     only = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--family=")]
     made = {name: make() for name, make in FAMILIES.items() if not only or name in only}
     layer = layer_calls()
-    result = {"fresh": measure(made, layer)}
+    append = append_call()
+    result = {"fresh": measure(made, layer, append)}
     # Any compile turns on what dynafold does once a process compiles.
     torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))
-    result["compiled"] = measure(made, layer)
+    result["compiled"] = measure(made, layer, append)
     finder = sys.meta_path[0]
     result["dynafold"] = type(finder).__name__ == "DynafoldFinder"
+    if result["dynafold"]:
+        result["in_process"] = in_process(made, layer, append)
     print("BENCH " + json.dumps(result), flush=True)
 
 
