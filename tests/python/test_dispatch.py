@@ -190,6 +190,9 @@ def test_the_method_itself_where_its_source_is_its_code():
     other = dispatch.dispatcher(Rewritten.run, None)  # noqa: F821 - made by exec
     assert other.__code__.co_filename == "<dynafold dispatcher of Rewritten.run>"
     assert other(None, 1, 2) == ("rewritten", 1)
+    # Made at a module's import (method boundaries): no source read, the exact dispatcher.
+    exact = dispatch.dispatcher(original, None, from_source=False)
+    assert exact.__code__.co_filename == "<dynafold dispatcher of Wrapper.run>"
 
 
 def test_a_partialmethod_made_plain_is_called_by_its_dispatcher():

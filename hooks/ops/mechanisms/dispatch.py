@@ -28,9 +28,11 @@ where it is None, a bool or a string (see `_shape`).
 
 import __future__
 import ast
+import dis
 import functools
 import inspect
 import keyword
+import linecache
 import operator
 import sys
 import types
@@ -52,10 +54,12 @@ PARTIAL = "_dynafold_partial"
 _UNSET = object()
 
 
-def dispatcher(original, traced) -> typing.Any:
+def dispatcher(original, traced, from_source=True) -> typing.Any:
     """A function to set on the class in place of `original`: `original` eagerly, `traced(self,
-    args, kwargs)` while Dynamo traces."""
-    made = (_through_decorator(original, traced) or _in_place(original, traced)
+    args, kwargs)` while Dynamo traces. Without `from_source`, never made in place: reading and
+    compiling a method's source costs 1-6 ms, too much at a module's import."""
+    made = (_through_decorator(original, traced, from_source)
+            or (_in_place(original, traced) if from_source else None)
             or _exact(original, traced))
     if made is None:
         made = _packing(original, traced)
@@ -63,7 +67,7 @@ def dispatcher(original, traced) -> typing.Any:
     return made
 
 
-def _through_decorator(original, traced):
+def _through_decorator(original, traced, from_source):
     """FlashInfer's own decorator around the method (0.6.16-0.7.x `flashinfer_api(trace=...)`:
     `_auto_dump_wrapper(*args, **kwargs)`, which calls the function it wraps from a closure
     cell) copied with the dispatcher in that cell: the packing is FlashInfer's, as without
@@ -81,7 +85,7 @@ def _through_decorator(original, traced):
     cells = [i for i, cell in enumerate(closure) if _contents(cell) is inner]
     if len(cells) != 1:
         return None
-    made = _in_place(inner, traced) or _exact(inner, traced)
+    made = (_in_place(inner, traced) if from_source else None) or _exact(inner, traced)
     if made is None:
         return None
     functools.update_wrapper(made, inner)
@@ -197,10 +201,8 @@ def _in_place(original, traced):
     # (In a generator the block's `return` would end the generator instead of answering.)
     if shape is None or code is None or code.co_flags & _NOT_PLAIN:
         return None
-    try:
-        lines, first = inspect.getsourcelines(original)
-    except Exception:  # noqa: BLE001 - any doubt about the source: the next dispatcher
-        return None
+    first = code.co_firstlineno
+    lines = _block(linecache.getlines(code.co_filename, original.__globals__), code)
     indent = len(lines[0]) - len(lines[0].lstrip(" ")) if lines else 0
     # Three lines of scaffold above the method: the module's imports of the names it uses
     # (never run: CPython 3.11+ compiles `name.attr(...)` differently where `name` is imported),
@@ -216,8 +218,7 @@ def _in_place(original, traced):
                 + f"def _dynafold_scope({', '.join(cells)}):\n class _dynafold_class:\n")
     flags = code.co_flags & _FUTURE_FLAGS
     try:
-        tree = ast.parse(scaffold + "".join(lines))
-        ast.increment_lineno(tree, first - 4)
+        tree = ast.parse("\n" * (first - 4) + scaffold + "".join(lines))
         scope = typing.cast(ast.FunctionDef, tree.body[-1])
         method = typing.cast(ast.ClassDef, scope.body[0]).body
         if (len(method) != 1 or not isinstance(method[0], ast.FunctionDef)
@@ -262,6 +263,32 @@ def _in_place(original, traced):
         copy.__kwdefaults__ = {n: _UNSET if n in unset else v
                                for n, v in original.__kwdefaults__.items()}
     return copy
+
+
+def _block(lines, code):
+    """The lines of `code`'s definition: from its first line (its first decorator's) to the last
+    its instructions cover, then any more indented or blank. A cheap reading, where
+    `inspect.getsourcelines` tokenizes (8 ms for a 300-line method); a wrong one does not
+    compile to the code that runs."""
+    first = code.co_firstlineno
+    if not 0 < first <= len(lines):
+        return []
+    head = lines[first - 1]
+    indent = len(head) - len(head.lstrip())
+    end = min(_last_line(code), len(lines))
+    while end < len(lines) and (not lines[end].strip()
+                                or len(lines[end]) - len(lines[end].lstrip()) > indent):
+        end += 1
+    return lines[first - 1:end]
+
+
+def _last_line(code):
+    if hasattr(code, "co_positions"):  # CPython 3.11+: where each instruction's source ends
+        ends = [end for _, end, _, _ in code.co_positions() if end is not None]
+    else:
+        ends = [line for _, line in dis.findlinestarts(code) if line is not None]
+    nested = [_last_line(c) for c in code.co_consts if isinstance(c, types.CodeType)]
+    return max([code.co_firstlineno] + ends + nested)
 
 
 _NOT_PLAIN = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR

@@ -184,7 +184,8 @@ def _dispatcher(original, call):
             return call(key, *args, **kwargs)
         return original(self, *args, **kwargs)
 
-    method = dispatch.dispatcher(original, traced)
+    # Made at the module's import (`install`), where start-up counts: the exact dispatcher.
+    method = dispatch.dispatcher(original, traced, from_source=False)
     method._dynafold_dispatcher = True
     return method
 
