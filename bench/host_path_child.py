@@ -9,8 +9,9 @@ keywords, which calls `run()`; MLA's `run(..., out=)`), and the append, timed ea
 ROUNDS calls; first in a process that has never
 compiled, then again after a `torch.compile` of a trivial function has run (what turns on
 dynafold's compile-time mechanisms for the rest of the process: plans as data, the run
-operator). Prints one `BENCH {...}` line: per state, per family and call, the median
-microseconds per call.
+operator). With dynafold loaded, the same calls then again in blocks alternating its
+dispatchers with the methods as shipped (`in_process`). Prints one `BENCH {...}` line: per
+state, per family and call, the median microseconds per call.
 
 The kernels stand in at FlashInfer's JIT specs, as tests/python/helpers/standin_kernels.py
 does, but as plain functions (no `torch._dynamo.disable`, which costs more per call than the
@@ -357,7 +358,9 @@ def in_process(made, layer, append, blocks=8):
     """The same calls in one process that has compiled, in blocks alternating dynafold's
     dispatchers with FlashInfer's methods as shipped (ABBA order): what the dispatchers cost,
     free of what differs between processes (a GPU host's 1.2-1.3x from process to process
-    where dynafold runs no code, issue 40). Per call, the block medians of each."""
+    where dynafold runs no code, issue 40). Per call, the block medians of each. As shipped
+    means as FlashInfer's class holds it before dynafold's first compile start: for a
+    partialmethod, the plain method dynafold made of it at import."""
     methods = dispatched_methods()
     out = {"dispatched": {}, "shipped": {}}
     for block in range(blocks):

@@ -13,8 +13,9 @@ So the plan never reaches the trace. Under compile each run method of a wrapper 
 `dynafold_flashinfer::wrapper_run`, which takes the wrapper's key (hooks/ops/mechanisms/method_boundaries.py
 `hold`: an int the object keeps, found again in a registry of weak references), the call's
 form and its tensors, and calls FlashInfer's method on the wrapper at run time, as eager
-does, with whatever plan is current. Eager calls are FlashInfer's method itself, one frame
-more once the process has compiled (hooks/ops/mechanisms/dispatch.py). Nothing of the plan
+does, with whatever plan is current. Eager calls are FlashInfer's method itself; once the
+process has compiled, its code compiled again with the dispatch first, one call more
+(hooks/ops/mechanisms/dispatch.py). Nothing of the plan
 is guarded; Dynamo guards the key, so a graph is one wrapper's (a server keeps its wrappers
 for its lifetime).
 
@@ -87,9 +88,10 @@ _originals: typing.Dict[typing.Tuple[str, str, str], typing.Any] = {}
 _defined: typing.List[typing.Any] = [False]
 # (class, method) -> what makes its dispatcher, made and set on the class by `define()` at the
 # process's first compile start: until then eager calls are FlashInfer's method itself, not
-# even one frame more (issue 40: a process that never compiles, as SGLang's breakable CUDA
-# graphs, pays nothing on run()), and FlashInfer's import does not pay for generating them
-# (about 0.4 ms each, hooks/ops/mechanisms/dispatch.py; sixteen on 0.6.16).
+# even one call more (issue 40: a process that never compiles, as SGLang's breakable CUDA
+# graphs, pays nothing on run()), and FlashInfer's import does not pay for making them
+# (1-6 ms each, read and compiled from FlashInfer's source, hooks/ops/mechanisms/dispatch.py;
+# sixteen on 0.6.16).
 _waiting: typing.Dict[typing.Tuple[type, str], typing.Any] = {}
 # `_form`, as Dynamo calls it: outside the trace, its result a constant.
 _form_constant: typing.List[typing.Any] = [None]
