@@ -208,7 +208,7 @@ def _in_place(original, traced):
     # (never run: CPython 3.11+ compiles `name.attr(...)` differently where `name` is imported),
     # then, each less indented than the method, a function whose locals the block's names are,
     # and a class, so that `super()` and `__class__` compile as they did.
-    if first < 4 or not 2 <= indent < len(lines[0]) or lines[0][indent] in "\t\f":
+    if not lines or first < 4 or not 2 <= indent < len(lines[0]) or lines[0][indent] in "\t\f":
         return None
     held = [(i, p) for i, p in enumerate(shape.params) if p.name in shape.held_back]
     cells = {"_dynafold_tracing": is_dynamo_compiling, "_dynafold_traced": traced,
@@ -308,7 +308,7 @@ def _imported(code, module):
         if isinstance(const, types.CodeType):
             names |= _imported(const, module)
     own = module.get("__name__")
-    return {n for n in names if n in module and (
+    return {n for n in names if n.isidentifier() and not keyword.iskeyword(n) and n in module and (
         isinstance(module[n], types.ModuleType)
         or getattr(module[n], "__module__", own) not in (own, None))}
 
