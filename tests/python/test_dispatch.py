@@ -162,6 +162,21 @@ def test_a_signature_not_from_the_code_gets_the_packing_dispatcher():
     assert made(None, 1, y=2) == ((1,), {"y": 2})
 
 
+def warn_on_positional(method):
+    """FlashInfer 0.7.x's MLA `run` decorator in its shape: a wrapper defined in a function,
+    reading that function's variable."""
+    @functools.wraps(method)
+    def wrapped(self, *args, **kwargs):
+        return ("wrapped", method(self, *args, **kwargs))
+    return wrapped
+
+
+class Decorated:
+    @warn_on_positional
+    def run(self, q, out=None):
+        return (q, out)
+
+
 # A class whose method's code is not its file's text, as in a module an import hook rewrote.
 exec(compile("class Rewritten:\n"
              "    def run(self, q, kv, window_left=-1):\n"
@@ -190,6 +205,10 @@ def test_the_method_itself_where_its_source_is_its_code():
     other = dispatch.dispatcher(Rewritten.run, None)  # noqa: F821 - made by exec
     assert other.__code__.co_filename == "<dynafold dispatcher of Rewritten.run>"
     assert other(None, 1, 2) == ("rewritten", 1)
+    # A wrapper defined in a decorator: its own code in place, the decorator's cell kept.
+    nested = dispatch.dispatcher(Decorated.__dict__["run"], None)
+    assert nested.__code__.co_filename == __file__ and "method" in nested.__code__.co_freevars
+    assert nested(Decorated(), 1, out=2) == ("wrapped", (1, 2))
     # Made at a module's import (method boundaries): no source read, the exact dispatcher.
     exact = dispatch.dispatcher(original, None, from_source=False)
     assert exact.__code__.co_filename == "<dynafold dispatcher of Wrapper.run>"

@@ -213,9 +213,15 @@ def _in_place(original, traced):
     held = [(i, p) for i, p in enumerate(shape.params) if p.name in shape.held_back]
     cells = {"_dynafold_tracing": is_dynamo_compiling, "_dynafold_traced": traced,
              "_dynafold_unset": _UNSET, **{f"_dynafold_default_{i}": p.default for i, p in held}}
+    # A function defined in another (a decorator's wrapper) reads that one's variables as
+    # cells: the scaffold's function has them too.
+    outer = [n for n in code.co_freevars if n != "__class__"]
+    if any(n.startswith("_dynafold") for n in outer):
+        return None
     imported = sorted(_imported(code, original.__globals__))
     scaffold = ((f"import {', '.join(imported)}\n" if imported else "\n")
-                + f"def _dynafold_scope({', '.join(cells)}):\n class _dynafold_class:\n")
+                + f"def _dynafold_scope({', '.join(outer + list(cells))}):\n"
+                + " class _dynafold_class:\n")
     flags = code.co_flags & _FUTURE_FLAGS
     try:
         tree = ast.parse("\n" * (first - 4) + scaffold + "".join(lines))
