@@ -48,6 +48,7 @@ def test_one_compile_serves_every_plan_in_every_shape_mode(preload, tmp_path):
     assert {"BatchDecodeWithPagedKVCacheWrapper", "BatchPrefillWithPagedKVCacheWrapper",
             "BatchPrefillWithRaggedKVCacheWrapper", "BatchAttention",
             "PODWithPagedKVCacheWrapper", "BatchPODWithPagedKVCacheWrapper"} <= wrappers, wrappers
+    _sglang_calls_in_place(got["dispatch"])
 
 
 # The MLA wrapper's plan asks for a CUDA device in 0.7.4 (its CPU check is on 0.7.4's
@@ -60,6 +61,22 @@ def test_one_compile_serves_every_plan_on_older_releases(preload, release, tmp_p
     got = attention_runs(release, tmp_path, preload, "--dynamic-global", *FAMILIES, "mla")
     assert len(got["cases"]) == len(FAMILIES) + 1 - len(got["absent"]), got["cases"]
     assert not _failing(got["cases"])
+    if release == "0.6.16":
+        _sglang_calls_in_place(got["dispatch"])
+
+
+# SGLang's calls (its FlashInfer backends): each dispatched as FlashInfer's own code with the
+# dispatch first, no frame of dynafold's (issue 40), where the release's file compiles to the
+# code that runs, as on every release tested.
+SGLANG_CALLS = ["BatchDecodeWithPagedKVCacheWrapper.run", "BatchDecodeWithPagedKVCacheWrapper.forward",
+                "BatchPrefillWithPagedKVCacheWrapper.run", "BatchPrefillWithPagedKVCacheWrapper.forward",
+                "BatchPrefillWithRaggedKVCacheWrapper.run",
+                "BatchPrefillWithRaggedKVCacheWrapper.forward_return_lse",
+                "BatchMLAPagedAttentionWrapper.run"]
+
+
+def _sglang_calls_in_place(forms):
+    assert {c: forms.get(c) for c in SGLANG_CALLS} == dict.fromkeys(SGLANG_CALLS, "in place")
 
 
 def test_batch_pod_with_lse_stays_traced_as_shipped(preload, tmp_path):

@@ -563,6 +563,35 @@ def check(family, mode, holding):
             if "recompiles" in counters else 0}
 
 
+def dispatch_forms():
+    """Per method dynafold dispatches on FlashInfer's classes ("Class.method"), its form
+    (hooks/ops/mechanisms/dispatch.py): "in place" (FlashInfer's own code with the dispatch
+    first), "exact" (one frame with the method's parameters) or "packing"."""
+    forms = {}
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("flashinfer"):
+            continue
+        for cls in list(vars(module).values()):
+            if not isinstance(cls, type) or cls.__module__ != name:
+                continue
+            for attr, value in list(vars(cls).items()):
+                if not (getattr(value, "_dynafold_run", False)
+                        or getattr(value, "_dynafold_dispatcher", False)):
+                    continue
+                # The dispatcher itself, or inside FlashInfer's trace-dump decorator.
+                codes = [value.__code__] + [
+                    c.cell_contents.__code__ for c in value.__closure__ or ()
+                    if hasattr(getattr(c, "cell_contents", None), "__code__")]
+                form = "packing"
+                for code in codes:
+                    if code.co_filename.startswith("<dynafold dispatcher"):
+                        form = "exact"
+                    elif "_dynafold_keywords" in code.co_varnames:
+                        form = "in place"
+                forms[f"{cls.__name__}.{attr}"] = form
+    return forms
+
+
 def main():
     args = sys.argv[1:]
     # `--dynamic-global`: only `dynamic=True` with the wrapper a global, over 20 plans (10 up,
@@ -585,7 +614,8 @@ def main():
     ops = sys.modules.get("_dynafold_ops.engine.wake")
     status = ops.status() if ops is not None else {}
     print("RESULT " + json.dumps({"cases": out, "absent": absent,
-                                 "runs": status.get("wrapper runs")}),
+                                 "runs": status.get("wrapper runs"),
+                                 "dispatch": dispatch_forms()}),
           flush=True)
 
 
