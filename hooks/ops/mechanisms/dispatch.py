@@ -132,9 +132,10 @@ class _Shape(typing.NamedTuple):
     by_position: typing.List[inspect.Parameter]  # given to the traced path by position
     held_back: typing.Set[str]  # not given when left at their default
 
-    def traced_block(self, left_at_default):
-        """The lines that hand the call to `_dynafold_traced` while Dynamo traces;
-        `left_at_default(i, name)` is the test that parameter `i`, held back, was not given."""
+    def traced_block(self):
+        """The lines that hand the call to `_dynafold_traced` while Dynamo traces. A parameter
+        held back whose value is `_dynafold_unset` (its default in the function the lines are
+        in) was not given."""
         named = [p for p in self.params if p.kind not in (_P.VAR_POSITIONAL, _P.VAR_KEYWORD)]
         given = [p.name for p in self.by_position[1:]]
         args = ("(" + "".join(f"{n}, " for n in given) + ")"
@@ -144,9 +145,9 @@ class _Shape(typing.NamedTuple):
         lines = ["if _dynafold_tracing():",
                  "    _dynafold_keywords = {" + "".join(f"{n!r}: {n}, " for n in keywords)
                  + (f"**{self.stars}" if self.stars else "") + "}"]
-        lines += [f"    if not ({left_at_default(i, p.name)}):\n"
+        lines += [f"    if {p.name} is not _dynafold_unset:\n"
                   f"        _dynafold_keywords[{p.name!r}] = {p.name}"
-                  for i, p in enumerate(self.params) if p.name in self.held_back]
+                  for p in self.params if p.name in self.held_back]
         lines.append(f"    return _dynafold_traced({self.by_position[0].name}, {args}, "
                      "_dynafold_keywords)")
         return lines
@@ -236,8 +237,7 @@ def _in_place(original, traced):
         at = 1 if (len(body) > 1 and isinstance(body[0], ast.Expr)
                    and isinstance(body[0].value, ast.Constant)
                    and isinstance(body[0].value.value, str)) else 0
-        block = ast.parse("\n".join(shape.traced_block(
-            lambda i, name: f"{name} is _dynafold_unset") + [
+        block = ast.parse("\n".join(shape.traced_block() + [
             f"if {p.name} is _dynafold_unset:\n    {p.name} = _dynafold_default_{i}"
             for i, p in held]) + "\n").body
         for node in block:
@@ -362,8 +362,7 @@ def _exact(original, traced):
                 i + 1 == len(params) or params[i + 1].kind != _P.POSITIONAL_ONLY):
             listed.append("/")
     lines = [f"def method({', '.join(listed)}):"]
-    lines += ["    " + line for line in "\n".join(
-        shape.traced_block(lambda i, name: f"{name} is _dynafold_unset")).split("\n")]
+    lines += ["    " + line for line in "\n".join(shape.traced_block()).split("\n")]
     for i, p in enumerate(params):
         if p.name in shape.held_back:
             lines.append(f"    if {p.name} is _dynafold_unset:\n"
