@@ -152,6 +152,12 @@ class _Shape(typing.NamedTuple):
                      "_dynafold_keywords)")
         return lines
 
+    def restored(self):
+        """The lines after the traced block: each parameter held back and not given gets its
+        own default (`_dynafold_default_<index>`) again, for the eager call."""
+        return [f"if {p.name} is _dynafold_unset:\n    {p.name} = _dynafold_default_{i}"
+                for i, p in enumerate(self.params) if p.name in self.held_back]
+
 
 def _shape(original):
     """`original`'s call shape, or None where its code says no parameter first, a name is not a
@@ -237,9 +243,7 @@ def _in_place(original, traced):
         at = 1 if (len(body) > 1 and isinstance(body[0], ast.Expr)
                    and isinstance(body[0].value, ast.Constant)
                    and isinstance(body[0].value.value, str)) else 0
-        block = ast.parse("\n".join(shape.traced_block() + [
-            f"if {p.name} is _dynafold_unset:\n    {p.name} = _dynafold_default_{i}"
-            for i, p in held]) + "\n").body
+        block = ast.parse("\n".join(shape.traced_block() + shape.restored()) + "\n").body
         for node in block:
             for part in ast.walk(node):
                 ast.copy_location(part, body[at])
@@ -256,17 +260,16 @@ def _in_place(original, traced):
     # A default held back is dynafold's sentinel in the copy, as in `_exact`'s dispatcher:
     # under Dynamo an identity test with the default's own object fails (a constant is made
     # again), one with an object of dynafold's holds.
-    unset = {p.name for _, p in held}
     defaults = original.__defaults__
     if defaults:
         names = [p.name for p in shape.params if p.kind != _P.KEYWORD_ONLY
                  and p.default is not _P.empty]
         if len(names) != len(defaults):
             return None
-        defaults = tuple(_UNSET if n in unset else v for n, v in zip(names, defaults))
+        defaults = tuple(_UNSET if n in shape.held_back else v for n, v in zip(names, defaults))
     copy = types.FunctionType(made, original.__globals__, original.__name__, defaults, closure)
     if original.__kwdefaults__:
-        copy.__kwdefaults__ = {n: _UNSET if n in unset else v
+        copy.__kwdefaults__ = {n: _UNSET if n in shape.held_back else v
                                for n, v in original.__kwdefaults__.items()}
     return copy
 
@@ -362,11 +365,8 @@ def _exact(original, traced):
                 i + 1 == len(params) or params[i + 1].kind != _P.POSITIONAL_ONLY):
             listed.append("/")
     lines = [f"def method({', '.join(listed)}):"]
-    lines += ["    " + line for line in "\n".join(shape.traced_block()).split("\n")]
-    for i, p in enumerate(params):
-        if p.name in shape.held_back:
-            lines.append(f"    if {p.name} is _dynafold_unset:\n"
-                         f"        {p.name} = _dynafold_default_{i}")
+    lines += ["    " + line for line in "\n".join(
+        shape.traced_block() + shape.restored()).split("\n")]
     named = [p for p in params if p.kind not in (_P.VAR_POSITIONAL, _P.VAR_KEYWORD)]
     positional = [p.name for p in named if p.kind != _P.KEYWORD_ONLY]
     # The copy takes the keyword-only ones right after the positional ones, then any `*args`
