@@ -337,23 +337,6 @@ def measure(made, layer, append, rounds=ROUNDS):
     return out
 
 
-def dispatched_methods():
-    """(class, name, dynafold's dispatcher, FlashInfer's method as shipped) for each method
-    dynafold dispatches (none in a process without it)."""
-    found = []
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("flashinfer"):
-            continue
-        for cls in list(vars(module).values()):
-            if not isinstance(cls, type) or cls.__module__ != name:
-                continue
-            for attr, value in list(vars(cls).items()):
-                if getattr(value, "_dynafold_run", False) or getattr(
-                        value, "_dynafold_dispatcher", False):
-                    found.append((cls, attr, value, value.__wrapped__))
-    return found
-
-
 def in_process(made, layer, append, blocks=8):
     """The same calls in one process that has compiled, in blocks alternating dynafold's
     dispatchers with FlashInfer's methods as shipped (ABBA order): what the dispatchers cost,
@@ -361,7 +344,8 @@ def in_process(made, layer, append, blocks=8):
     where dynafold runs no code, issue 40). Per call, the block medians of each. As shipped
     means as FlashInfer's class holds it before dynafold's first compile start: for a
     partialmethod, the plain method dynafold made of it at import."""
-    methods = dispatched_methods()
+    from dispatched import dispatched_methods  # tests/python/helpers, on bench's PYTHONPATH
+    methods = [(cls, attr, ours, ours.__wrapped__) for cls, attr, ours in dispatched_methods()]
     out = {"dispatched": {}, "shipped": {}}
     for block in range(blocks):
         order = ("dispatched", "shipped") if block % 2 == 0 else ("shipped", "dispatched")

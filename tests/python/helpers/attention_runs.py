@@ -34,6 +34,7 @@ import flashinfer.decode as decode
 import flashinfer.pod as pod
 import flashinfer.prefill as prefill
 import standin_kernels as standins
+from dispatched import dispatched_methods
 from value_compare import same
 
 standins.install({"decode": decode})
@@ -568,27 +569,18 @@ def dispatch_forms():
     (hooks/ops/mechanisms/dispatch.py): "in place" (FlashInfer's own code with the dispatch
     first), "exact" (one frame with the method's parameters) or "packing"."""
     forms = {}
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("flashinfer"):
-            continue
-        for cls in list(vars(module).values()):
-            if not isinstance(cls, type) or cls.__module__ != name:
-                continue
-            for attr, value in list(vars(cls).items()):
-                if not (getattr(value, "_dynafold_run", False)
-                        or getattr(value, "_dynafold_dispatcher", False)):
-                    continue
-                # The dispatcher itself, or inside FlashInfer's trace-dump decorator.
-                codes = [value.__code__] + [
-                    c.cell_contents.__code__ for c in value.__closure__ or ()
-                    if hasattr(getattr(c, "cell_contents", None), "__code__")]
-                form = "packing"
-                for code in codes:
-                    if code.co_filename.startswith("<dynafold dispatcher"):
-                        form = "exact"
-                    elif "_dynafold_keywords" in code.co_varnames:
-                        form = "in place"
-                forms[f"{cls.__name__}.{attr}"] = form
+    for cls, attr, value in dispatched_methods():
+        # The dispatcher itself, or inside FlashInfer's trace-dump decorator.
+        codes = [value.__code__] + [
+            c.cell_contents.__code__ for c in value.__closure__ or ()
+            if hasattr(getattr(c, "cell_contents", None), "__code__")]
+        form = "packing"
+        for code in codes:
+            if code.co_filename.startswith("<dynafold dispatcher"):
+                form = "exact"
+            elif "_dynafold_keywords" in code.co_varnames:
+                form = "in place"
+        forms[f"{cls.__name__}.{attr}"] = form
     return forms
 
 

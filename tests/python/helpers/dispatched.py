@@ -1,0 +1,22 @@
+"""The methods dynafold dispatches on FlashInfer's classes (hooks/ops/mechanisms/dispatch.py),
+read in the process they were made in: by the attention-runs helper, which reports each one's
+form, and by bench/host_path_child.py, which swaps them for the methods as shipped."""
+import sys
+
+
+def dispatched_methods():
+    """(class, name, dynafold's dispatcher) for each method dynafold has dispatched: the
+    wrapper runs' (`_dynafold_run`) and the method boundaries' (`_dynafold_dispatcher`). None
+    in a process without dynafold, or before its first compile start."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("flashinfer"):
+            continue
+        for cls in list(vars(module).values()):
+            if not isinstance(cls, type) or cls.__module__ != name:
+                continue
+            for attr, value in list(vars(cls).items()):
+                if getattr(value, "_dynafold_run", False) or getattr(
+                        value, "_dynafold_dispatcher", False):
+                    found.append((cls, attr, value))
+    return found
