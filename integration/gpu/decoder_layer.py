@@ -42,6 +42,7 @@ overhead counts where the GPU waits for it), median of --rounds interleaved roun
 time over the mode's time.
 """
 import argparse
+import pathlib
 import re
 import statistics
 import sys
@@ -774,6 +775,48 @@ def sglang_tc(layer, steps, sizes, max_ctx, iters, tensor_cores):
         tg = statistics.median(t[1] for t in per_bs[bs])
         print(f"SGLANG_TC bs={bs} steps={len(per_bs[bs])} eager_us={te:.1f} graph_us={tg:.1f} "
               f"speedup={te / tg:.2f}x", flush=True)
+    if dynafold:
+        in_process(runners, order, max_ctx, num_pages, iters)
+
+
+def in_process(runners, order, max_ctx, num_pages, iters, blocks=10):
+    """Issue 40 in one process that has compiled: the same steps (plan, then the eager
+    forward) again, in blocks alternating dynafold's dispatchers with FlashInfer's methods as
+    shipped, in ABBA order, as bench/host_path_child.py's in_process does for single calls.
+    This machine's processes differ by 1.2-2.3x where dynafold runs no code, so only a
+    comparison inside one process resolves 2%. Prints each block's ratio of medians
+    (dispatched over shipped) for the eager forward and for plan()."""
+    helpers = pathlib.Path(__file__).resolve().parents[2] / "tests" / "python" / "helpers"
+    sys.path.insert(0, str(helpers))
+    from dispatched import dispatched_methods
+    methods = [(cls, attr, ours, ours.__wrapped__) for cls, attr, ours in dispatched_methods()]
+    ratios = {"eager": [], "plan": []}
+    for block in range(blocks):
+        kinds = ("dispatched", "shipped") if block % 2 == 0 else ("shipped", "dispatched")
+        medians = {}
+        for kind in kinds:
+            for cls, attr, ours, theirs in methods:
+                setattr(cls, attr, ours if kind == "dispatched" else theirs)
+            times = {"eager": [], "plan": []}
+            for i, bs in enumerate(order):
+                r = runners[bs]
+                step = decode_step(bs, max_ctx, num_pages, seed=i)
+                r.load(step)
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+                r.plan(step)
+                times["plan"].append(time.perf_counter() - t)
+                times["eager"].append(time_us(r.eager, iters))
+            medians[kind] = {k: statistics.median(v) for k, v in times.items()}
+        for k in ratios:
+            ratios[k].append(medians["dispatched"][k] / medians["shipped"][k])
+    for cls, attr, ours, _ in methods:
+        setattr(cls, attr, ours)
+    fields = [f"SGLANG_TC in-process methods={len(methods)} blocks={blocks}"]
+    for k, rs in ratios.items():
+        fields.append(f"{k}_x={statistics.median(rs):.4f} {k}_blocks="
+                      + ",".join(f"{r:.4f}" for r in rs))
+    print(" ".join(fields), flush=True)
 
 
 def changing_batches(layer, steps, max_bs, max_ctx, tensor_cores, rounds):

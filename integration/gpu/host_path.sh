@@ -6,10 +6,11 @@
 # STEP: build (each family's JIT modules, a process each, at once), bench (bench/host_path.py
 # --cuda: plan(), run() and the append per wrapper family, ROUNDS shuffled pairs), layer
 # (decoder_layer.py --sglang-tc as issue 40 measured it, LAYERS processes of each kind
-# alternated: the eager forward, plan() and the replayed graph), layer-pinned (the same, each
-# process on one core: does the eager forward's spread come from where it runs?), startup
-# (bench/run.py's start-up benchmark, `import torch, flashinfer`, on this host's CPUs: a second
-# machine's noise beside the CPU machine's).
+# alternated: the eager forward, plan() and the replayed graph; each process with dynafold then
+# runs the same steps again in blocks alternating its dispatchers with the methods as shipped),
+# layer-pinned (the same, each process on one core: does the eager forward's spread come from
+# where it runs?), startup (bench/run.py's start-up benchmark, `import torch, flashinfer`, on
+# this host's CPUs: a second machine's noise beside the CPU machine's).
 set -uo pipefail
 out=$1
 shift
@@ -35,7 +36,7 @@ layers() {  # NAME PREFIX...: LAYERS rounds, one process with dynafold and one w
       else
         timeout 150 "$@" "${layer[@]}" > "$out/$name-$i-without.txt" 2>&1
       fi
-      echo "$name round $i $kind rc=$?: $(grep -h 'per-step forward' "$out/$name-$i-$kind.txt")"
+      echo "$name round $i $kind rc=$?: $(grep -h -e 'per-step forward' -e 'in-process' "$out/$name-$i-$kind.txt")"
     done
   done
 }

@@ -5,7 +5,9 @@ The decoder layer: every pair of processes (one with dynafold, one without, run 
 over all the calls given; per measure (the eager forward, the replayed CUDA graph, plan()) the
 geometric mean of the pairs' ratios with a 95% bootstrap interval, the medians and ranges of
 each side and how many pairs had dynafold slower. The host path (bench/host_path.py --raw): the
-same per call, from each call's host-path.json."""
+same per call, from each call's host-path.json. The layer's in-process blocks (its
+SGLANG_TC in-process lines): each block's ratio, dispatched over shipped, pooled over the
+processes with dynafold."""
 import json
 import math
 import pathlib
@@ -15,6 +17,7 @@ import statistics
 import sys
 
 LAYER = re.compile(r"eager_us=([\d.]+) graph_us=([\d.]+).*plan_us=(\d+)")
+INSIDE = re.compile(r"(eager|plan)_x=[\d.]+ \1_blocks=([\d.,]+)")
 
 
 def interval(logs):
@@ -50,6 +53,22 @@ def main(calls):
         print(header)
         for k, name in enumerate(("eager forward", "CUDA graph replay", "plan (fast_decode_plan)")):
             print(row(name, [w[k] for w, _ in pairs], [b[k] for _, b in pairs]))
+    inside = {"eager": [], "plan": []}  # the layer's in-process blocks, over every process
+    for call in map(pathlib.Path, calls):
+        for with_log in sorted(call.glob("*-with.txt")):
+            for m in INSIDE.finditer(with_log.read_text()):
+                inside[m.group(1)] += [float(r) for r in m.group(2).split(",")]
+    if inside["eager"]:
+        print("\nDecoder layer in one process that has compiled, blocks alternating dynafold's "
+              "dispatchers with FlashInfer's methods as shipped\n")
+        print("| measure | blocks | dispatched / shipped, per block: median (interquartile "
+              "range; range) | geometric mean (95% interval) |\n|---|---|---|---|")
+        for name, label in (("eager", "eager forward"), ("plan", "plan (fast_decode_plan)")):
+            rs = sorted(inside[name])
+            q = statistics.quantiles(rs, n=4)
+            g, lo, hi = interval([math.log(r) for r in rs])
+            print(f"| {label} | {len(rs)} | **{statistics.median(rs):.3f}x** ({q[0]:.3f}-"
+                  f"{q[2]:.3f}; {rs[0]:.3f}-{rs[-1]:.3f}) | {g:.4f}x ({lo:.4f}-{hi:.4f}) |")
     for call in map(pathlib.Path, calls):
         raw = call / "host-path.json"
         if not raw.exists():
