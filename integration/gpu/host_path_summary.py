@@ -44,8 +44,10 @@ def main(calls):
     pairs = []
     for call in map(pathlib.Path, calls):
         for with_log in sorted(call.glob("*-with.txt")):
-            found = [LAYER.search(p.read_text()) for p in
-                     (with_log, with_log.with_name(with_log.name.replace("-with", "-without")))]
+            without_log = with_log.with_name(with_log.name.replace("-with", "-without"))
+            if not without_log.exists():  # host_path.sh's deadline fell between the two
+                continue
+            found = [LAYER.search(p.read_text()) for p in (with_log, without_log)]
             if all(found):
                 pairs.append([tuple(map(float, m.groups())) for m in found])
     if pairs:
