@@ -341,21 +341,18 @@ def in_process(made, layer, append, blocks=8):
     """The same calls in one process that has compiled, in blocks alternating dynafold's
     dispatchers with FlashInfer's methods as shipped (ABBA order): what the dispatchers cost,
     free of what differs between processes (a GPU host's 1.2-1.3x from process to process
-    where dynafold runs no code, issue 40). Per call, the block medians of each. As shipped
-    means as FlashInfer's class holds it before dynafold's first compile start: for a
-    partialmethod, the plain method dynafold made of it at import."""
-    from dispatched import dispatched_methods  # tests/python/helpers, on bench's PYTHONPATH
-    methods = [(cls, attr, ours, ours.__wrapped__) for cls, attr, ours in dispatched_methods()]
+    where dynafold runs no code, issue 40). Per call, the block medians of each (the methods
+    as shipped: tests/python/helpers/dispatched.py's `use`)."""
+    from dispatched import dispatched_methods, use  # tests/python/helpers, on bench's PYTHONPATH
+    methods = dispatched_methods()
     out = {"dispatched": {}, "shipped": {}}
     for block in range(blocks):
         order = ("dispatched", "shipped") if block % 2 == 0 else ("shipped", "dispatched")
         for kind in order:
-            for cls, attr, ours, theirs in methods:
-                setattr(cls, attr, ours if kind == "dispatched" else theirs)
+            use(methods, kind)
             for call, us in measure(made, layer, append).items():
                 out[kind].setdefault(call, []).append(us)
-    for cls, attr, ours, _ in methods:
-        setattr(cls, attr, ours)
+    use(methods, "dispatched")
     out["methods"] = len(methods)
     return out
 

@@ -788,15 +788,14 @@ def in_process(runners, order, max_ctx, num_pages, iters, blocks=10):
     (dispatched over shipped) for the eager forward and for plan()."""
     helpers = pathlib.Path(__file__).resolve().parents[2] / "tests" / "python" / "helpers"
     sys.path.insert(0, str(helpers))
-    from dispatched import dispatched_methods
-    methods = [(cls, attr, ours, ours.__wrapped__) for cls, attr, ours in dispatched_methods()]
+    from dispatched import dispatched_methods, use
+    methods = dispatched_methods()
     ratios = {"eager": [], "plan": []}
     for block in range(blocks):
         kinds = ("dispatched", "shipped") if block % 2 == 0 else ("shipped", "dispatched")
         medians = {}
         for kind in kinds:
-            for cls, attr, ours, theirs in methods:
-                setattr(cls, attr, ours if kind == "dispatched" else theirs)
+            use(methods, kind)
             times = {"eager": [], "plan": []}
             for i, bs in enumerate(order):
                 r = runners[bs]
@@ -810,8 +809,7 @@ def in_process(runners, order, max_ctx, num_pages, iters, blocks=10):
             medians[kind] = {k: statistics.median(v) for k, v in times.items()}
         for k in ratios:
             ratios[k].append(medians["dispatched"][k] / medians["shipped"][k])
-    for cls, attr, ours, _ in methods:
-        setattr(cls, attr, ours)
+    use(methods, "dispatched")
     fields = [f"SGLANG_TC in-process methods={len(methods)} blocks={blocks}"]
     for k, rs in ratios.items():
         fields.append(f"{k}_x={statistics.median(rs):.4f} {k}_blocks="

@@ -42,12 +42,16 @@ def main(calls):
               "with / without: geometric mean (95% interval) | pairs with dynafold slower |\n"
               "|---|---|---|---|---|---|")
     pairs = []
+    inside = {"eager": [], "plan": []}  # the layer's in-process blocks, over every process
     for call in map(pathlib.Path, calls):
         for with_log in sorted(call.glob("*-with.txt")):
+            text = with_log.read_text()
+            for m in INSIDE.finditer(text):
+                inside[m.group(1)] += [float(r) for r in m.group(2).split(",")]
             without_log = with_log.with_name(with_log.name.replace("-with", "-without"))
             if not without_log.exists():  # host_path.sh's deadline fell between the two
                 continue
-            found = [LAYER.search(p.read_text()) for p in (with_log, without_log)]
+            found = [LAYER.search(t) for t in (text, without_log.read_text())]
             if all(found):
                 pairs.append([tuple(map(float, m.groups())) for m in found])
     if pairs:
@@ -55,11 +59,6 @@ def main(calls):
         print(header)
         for k, name in enumerate(("eager forward", "CUDA graph replay", "plan (fast_decode_plan)")):
             print(row(name, [w[k] for w, _ in pairs], [b[k] for _, b in pairs]))
-    inside = {"eager": [], "plan": []}  # the layer's in-process blocks, over every process
-    for call in map(pathlib.Path, calls):
-        for with_log in sorted(call.glob("*-with.txt")):
-            for m in INSIDE.finditer(with_log.read_text()):
-                inside[m.group(1)] += [float(r) for r in m.group(2).split(",")]
     if inside["eager"]:
         print("\nDecoder layer in one process that has compiled, blocks alternating dynafold's "
               "dispatchers with FlashInfer's methods as shipped\n")

@@ -1,6 +1,7 @@
 """The methods dynafold dispatches on FlashInfer's classes (hooks/ops/mechanisms/dispatch.py),
 read in the process they were made in: by the attention-runs helper, which reports each one's
-form, and by bench/host_path_child.py, which swaps them for the methods as shipped."""
+form, and by bench/host_path_child.py and integration/gpu/decoder_layer.py, which swap them for
+the methods as shipped."""
 import sys
 
 
@@ -20,3 +21,12 @@ def dispatched_methods():
                         value, "_dynafold_dispatcher", False):
                     found.append((cls, attr, value))
     return found
+
+
+def use(methods, kind):
+    """Puts on each class of `methods` (dispatched_methods()) dynafold's dispatcher, kind
+    "dispatched", or what it wraps, "shipped": FlashInfer's method as its class held it before
+    dynafold's first compile start (for a partialmethod, the plain method dynafold made of it
+    at import)."""
+    for cls, attr, ours in methods:
+        setattr(cls, attr, ours if kind == "dispatched" else ours.__wrapped__)
