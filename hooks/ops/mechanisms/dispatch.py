@@ -158,6 +158,13 @@ class _Shape(typing.NamedTuple):
         return [f"if {p.name} is _dynafold_unset:\n    {p.name} = _dynafold_default_{i}"
                 for i, p in enumerate(self.params) if p.name in self.held_back]
 
+    def names(self, traced):
+        """What the lines of `traced_block()` and `restored()` read, by name."""
+        return {"_dynafold_tracing": is_dynamo_compiling, "_dynafold_traced": traced,
+                "_dynafold_unset": _UNSET,
+                **{f"_dynafold_default_{i}": p.default for i, p in enumerate(self.params)
+                   if p.name in self.held_back}}
+
 
 def _shape(original):
     """`original`'s call shape, or None where its code says no parameter first, a name is not a
@@ -217,9 +224,7 @@ def _in_place(original, traced):
     # and a class, so that `super()` and `__class__` compile as they did.
     if not lines or first < 4 or not 2 <= indent < len(lines[0]) or lines[0][indent] in "\t\f":
         return None
-    held = [(i, p) for i, p in enumerate(shape.params) if p.name in shape.held_back]
-    cells = {"_dynafold_tracing": is_dynamo_compiling, "_dynafold_traced": traced,
-             "_dynafold_unset": _UNSET, **{f"_dynafold_default_{i}": p.default for i, p in held}}
+    cells = shape.names(traced)
     # A function defined in another (a decorator's wrapper) reads that one's variables as
     # cells: the scaffold's function has them too.
     outer = [n for n in code.co_freevars if n != "__class__"]
@@ -347,19 +352,19 @@ def _exact(original, traced):
     if eager is None:
         return None
 
-    namespace = {"_dynafold_tracing": is_dynamo_compiling, "_dynafold_traced": traced,
-                 "_dynafold_eager": eager, "_dynafold_unset": _UNSET}
+    namespace = {**shape.names(traced), "_dynafold_eager": eager}
     listed = []
     for i, p in enumerate(params):
         if p.kind == _P.KEYWORD_ONLY and star is None and "*" not in listed:
             listed.append("*")
         text = ("*" if p.kind == _P.VAR_POSITIONAL else "**" if p.kind == _P.VAR_KEYWORD
                 else "") + p.name
-        if p.default is not _P.empty:
+        # A default held back gets a sentinel of dynafold's, replaced before the eager call.
+        if p.name in shape.held_back:
+            text += "=_dynafold_unset"
+        elif p.default is not _P.empty:
             namespace[f"_dynafold_default_{i}"] = p.default
-            # A default held back gets a sentinel of dynafold's, replaced before the eager call.
-            text += ("=_dynafold_unset" if p.name in shape.held_back
-                     else f"=_dynafold_default_{i}")
+            text += f"=_dynafold_default_{i}"
         listed.append(text)
         if p.kind == _P.POSITIONAL_ONLY and (
                 i + 1 == len(params) or params[i + 1].kind != _P.POSITIONAL_ONLY):
